@@ -1,0 +1,53 @@
+"""`bridge`: the only place that talks to a terminal.
+
+Human output, progress bars and logs go to stderr; `--json` prints one JSON document to stdout.
+Exit 0 ok, 1 error (one line saying what to do next), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from bridge.cli.common import console, fail
+from bridge.errors import BridgeError
+from index.errors import IndexingError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="bridge",
+    help="Hybrid code retrieval for small local models, served over MCP.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _register() -> None:
+    from bridge.cli import index_cmds
+
+    index_cmds.register(app)
+    for name in ("serve_cmds", "chat_cmds", "model_cmds", "compare_cmds", "eval_cmds"):
+        try:
+            module = __import__(f"bridge.cli.{name}", fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"bridge.cli.{name}":
+                raise
+            continue
+        module.register(app)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        app(args=argv, standalone_mode=True)
+    except (IndexingError, BridgeError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)

@@ -1,0 +1,92 @@
+"""Helpers shared by the CLI commands: the stderr console, errors, JSON output, index location."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from rich.console import Console
+
+__all__ = ["console", "fail", "emit_json", "resolve_index", "ProgressBars", "to_jsonable"]
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    raise SystemExit(code)
+
+
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def emit_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(to_jsonable(value), ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def resolve_index(repo: Path | None, index_dir: Path | None) -> tuple[Path | None, Path]:
+    """(repository root or None, index folder) from `--repo` / `--index-dir`; default repo: cwd."""
+    from index.store import default_index_dir
+
+    if index_dir is not None:
+        return (repo.resolve() if repo else None), index_dir.expanduser().resolve()
+    root = (repo or Path.cwd()).expanduser().resolve()
+    return root, default_index_dir(root)
+
+
+class ProgressBars:
+    """Renders `index.types.Progress` callbacks as rich progress bars on stderr."""
+
+    _LABELS = {"discover": "files", "chunk": "chunking", "lexical": "BM25", "embed": "embedding", "write": "writing"}
+
+    def __init__(self, enabled: bool = True) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn
+        from rich.progress import TimeElapsedColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description:>10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not enabled,
+            transient=False,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._started: dict[str, float] = {}
+
+    def __enter__(self) -> ProgressBars:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(*exc)
+
+    def __call__(self, p: Any) -> None:
+        import time
+
+        now = time.perf_counter()
+        if p.stage not in self._tasks:
+            self._started[p.stage] = now
+            self._tasks[p.stage] = self._progress.add_task(self._LABELS.get(p.stage, p.stage), total=p.total, rate="")
+        elapsed = now - self._started[p.stage]
+        rate = f"{p.done / elapsed:,.0f}/s" if elapsed > 0.5 and p.done else ""
+        self._progress.update(self._tasks[p.stage], completed=p.done, total=p.total, rate=rate)

@@ -1,0 +1,143 @@
+"""`bridge serve` (MCP over Streamable HTTP or stdio) and `bridge config` (client settings)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from bridge.cli.common import ProgressBars, console, fail
+
+__all__ = ["register"]
+
+_CLIENT_FILES = {
+    "cline": "Cline's cline_mcp_settings.json (MCP Servers icon > Configure > Configure MCP Servers)",
+    "cursor": ".cursor/mcp.json in the project (or ~/.cursor/mcp.json)",
+    "vscode": ".vscode/mcp.json in the workspace",
+    "claude": "claude_desktop_config.json (Claude Desktop > Settings > Developer > Edit Config)",
+}
+
+
+class _StartupOutput:
+    """Progress bars for an initial build, closed once the server is ready; then one line per event."""
+
+    def __init__(self) -> None:
+        self._bars: ProgressBars | None = None
+
+    def progress(self, name: str, p: Any) -> None:
+        if self._bars is None:
+            console.print(f"{name}: no index yet, building it (vectors follow in the background)")
+            self._bars = ProgressBars()
+            self._bars.__enter__()
+        self._bars(p)
+
+    def ready(self) -> None:
+        if self._bars is not None:
+            self._bars.__exit__(None, None, None)
+            self._bars = None
+
+    def event(self, name: str, kind: str, value: Any) -> None:
+        if kind == "build" and value.changed:
+            console.print(f"{name}: re-indexed {value.files} files ({value.new_chunks} new chunks)")
+        elif kind == "fill" and value.newly_embedded:
+            console.print(f"{name}: vectors {value.embedded_chunks}/{value.chunks} chunks")
+        elif kind == "error":
+            console.print(f"[red]{name}: {value}[/]", markup=True)
+
+
+def _audit_path(value: str) -> Optional[Path]:
+    from bridge.server.audit import default_audit_path
+
+    if value == "off":
+        return None
+    if value == "default":
+        return default_audit_path()
+    return Path(value).expanduser().resolve()
+
+
+def serve_cmd(
+    repo: list[Path] = typer.Option([], "--repo", help="Repository to serve (repeatable; default: the current folder)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder (only with a single --repo)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; other than loopback needs a token."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0: any free port; the URL is printed)."),
+    path: str = typer.Option("/mcp", "--path", help="URL path of the MCP endpoint."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="Require 'Authorization: Bearer' with the token in this environment variable."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="Require 'Authorization: Bearer' with the token on this file's first line."),
+    allowed_origin: list[str] = typer.Option([], "--allowed-origin", help="Extra browser Origin to accept, e.g. http://localhost:3000 (repeatable)."),
+    allowed_host: list[str] = typer.Option([], "--allowed-host", help="Extra Host header to accept, e.g. myhost:8765 (repeatable)."),
+    stdio: bool = typer.Option(False, "--stdio", help="Serve over stdin/stdout instead of HTTP (for Claude Desktop)."),
+    no_watch: bool = typer.Option(False, "--no-watch", help="Do not re-index when files change (use the refresh_index tool)."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="For a new index: minilm (default), static or hash; an existing index keeps its own."),
+    no_vectors: bool = typer.Option(False, "--no-vectors", help="Lexical (BM25) only."),
+    audit_log: str = typer.Option("default", "--audit-log", help="off, default (BRIDGE_HOME/audit/audit.jsonl) or a file path."),
+    audit_max_bytes: int = typer.Option(10 * 1024 * 1024, "--audit-max-bytes", min=1024, help="Rotate the audit log past this size."),
+) -> None:
+    """Serve the code index of one or more repositories to MCP clients (http://HOST:PORT/mcp)."""
+    from bridge.server import RepoSpec, ServeOptions, serve_http, serve_stdio
+    from bridge.server.auth import load_token
+
+    roots = repo or [Path.cwd()]
+    if index_dir is not None and len(roots) != 1:
+        fail("--index-dir works with a single --repo: drop it to use each repository's default index")
+    if not path.startswith("/"):
+        fail(f"--path {path!r} must start with '/', e.g. /mcp")
+    specs = tuple(RepoSpec(r, index_dir, embedder, no_vectors) for r in roots)
+    options = ServeOptions(
+        repos=specs,
+        host=host,
+        port=port,
+        path=path,
+        token=load_token(token_env, token_file),
+        allowed_origins=tuple(allowed_origin),
+        allowed_hosts=tuple(allowed_host),
+        watch=not no_watch,
+        audit_log=_audit_path(audit_log),
+        audit_max_bytes=audit_max_bytes,
+    )
+    out = _StartupOutput()
+    if stdio:
+        serve_stdio(options, out.event, out.progress, lambda service: _ready(out, "stdio", service, options))
+    else:
+        serve_http(options, out.event, out.progress, lambda url, service: _ready(out, url, service, options))
+
+
+def _ready(out: _StartupOutput, where: str, service: Any, options: Any) -> None:
+    out.ready()
+    names = ", ".join(f"{r.name} ({r.root})" for r in service.repos.repos)
+    auth = "bearer token required" if options.token else "no token"
+    audit = f"audit log {options.audit_log}" if options.audit_log else "no audit log"
+    console.print(f"serving {names}\n{auth}; {audit}; {'watching for changes' if options.watch else 'not watching'}")
+    console.print(f"MCP endpoint: {where}" if where != "stdio" else "MCP over stdio")
+
+
+def config_cmd(
+    client: str = typer.Argument(..., help="cline, cursor, vscode or claude."),
+    url: str = typer.Option("http://127.0.0.1:8765/mcp", "--url", help="The server's MCP endpoint."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="Environment variable holding the server's token."),
+    repo: Optional[Path] = typer.Option(None, "--repo", help="Repository for Claude Desktop's stdio server (default: the current folder)."),
+    name: str = typer.Option("code-search", "--name", help="Server name shown by the client."),
+) -> None:
+    """Print the settings snippet that connects CLIENT to `bridge serve`."""
+    from bridge.server.clients import CLIENTS, client_config
+    from bridge.server.errors import ServeError
+
+    if client not in CLIENTS:
+        fail(f"unknown client {client!r}: use one of {', '.join(CLIENTS)}", code=2)
+    token = os.environ.get(token_env, "").strip() if token_env else None
+    try:
+        data = client_config(client, url, token_env, token or None, repo, name)
+    except ServeError as exc:
+        fail(str(exc))
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    console.print(f"put this in {_CLIENT_FILES[client]}")
+    if client == "cline" and token_env:
+        console.print(f"it contains the token from {token_env}: keep the file private")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)
+    app.command("config")(config_cmd)

@@ -1,0 +1,299 @@
+"""Putting it together: the MCP server object, its HTTP app, and the ways to run it.
+
+- `serve_http(options)`: Streamable HTTP at http://HOST:PORT/mcp until interrupted (`bridge serve`).
+- `serve_stdio(options)`: the same tools over stdin/stdout (`bridge serve --stdio`).
+- `start_background(repos, token)`: an HTTP server on a free loopback port in a background
+  thread, for in-process callers such as the chat loop; returns a `RunningServer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bridge.errors import BridgeError
+from bridge.server.audit import AuditLog, AuditMiddleware, default_audit_path
+from bridge.server.auth import BearerAuth, check_bind, is_loopback
+from bridge.server.errors import ServeError
+from bridge.server.repos import EventFn, ProgressFn, RepoSet, RepoSpec, open_repos
+
+__all__ = [
+    "ServeOptions",
+    "Service",
+    "RunningServer",
+    "open_service",
+    "build_server",
+    "http_app",
+    "transport_security",
+    "bind_socket",
+    "serve_http",
+    "serve_stdio",
+    "start_background",
+    "url_for",
+]
+
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    repos: tuple[RepoSpec, ...]
+    host: str = "127.0.0.1"
+    port: int = 8765
+    path: str = "/mcp"
+    token: str | None = None
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    watch: bool = True
+    audit_log: Path | None = field(default_factory=default_audit_path)  # None: no audit log
+    audit_max_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass
+class Service:
+    """The served repositories and the audit log: what the tools need, whatever the transport."""
+
+    repos: RepoSet
+    audit: AuditLog
+
+    def repo_name(self, name_or_path: object) -> str | None:
+        """The served name a tool's `repo` argument refers to, or the argument itself when unknown."""
+        if name_or_path is not None and not isinstance(name_or_path, str):
+            return str(name_or_path)  # a malformed call: the tool refuses it, the audit still names it
+        try:
+            return self.repos.get(name_or_path).name
+        except BridgeError:
+            return name_or_path
+
+    def close(self) -> None:
+        try:
+            self.repos.close()
+        finally:
+            self.audit.close()
+
+
+def open_service(
+    options: ServeOptions, on_event: EventFn = lambda *_: None, on_progress: ProgressFn = lambda *_: None
+) -> Service:
+    repos = open_repos(list(options.repos), options.watch, on_event, on_progress)
+    return Service(repos, AuditLog(options.audit_log, options.audit_max_bytes))
+
+
+def build_server(service: Service) -> Any:
+    """The `MCPServer` with the seven tools, bound to `service`."""
+    from mcp.server.mcpserver import MCPServer
+
+    from bridge import __version__
+    from bridge.server.tools import register_tools
+
+    names = ", ".join(r.name for r in service.repos.repos)
+    audit = AuditMiddleware(service.audit, service.repo_name)
+    server = MCPServer(
+        "mcp-retrieval-bridge",
+        version=__version__,
+        instructions=(
+            f"Code search over {names}. Start with search_code (hybrid BM25 + vectors); read_file for more "
+            "lines around a hit; outline for a file's symbols; list_files to browse. Results name "
+            "`path:start-end`; line numbers are 1-based and inclusive."
+        ),
+        log_level="WARNING",
+        middleware=[audit],
+    )
+    register_tools(server, service.repos)
+    return server
+
+
+def transport_security(
+    host: str, allowed_origins: tuple[str, ...] = (), allowed_hosts: tuple[str, ...] = ()
+) -> Any:
+    """The SDK's DNS-rebinding (Host/Origin) check, kept on wherever the served names are known.
+
+    On loopback, 127.0.0.1/localhost/[::1] with any port (and without one, for port 80) are
+    accepted, and browser pages only from those origins plus `allowed_origins`. A wildcard bind
+    (0.0.0.0, ::) cannot know the names clients will use: the check is on only if
+    `allowed_hosts` lists them (a token is required there anyway).
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if is_loopback(host):
+        names = ["127.0.0.1", "localhost", "[::1]"]
+    elif host in _WILDCARDS:
+        names = []
+    else:
+        names = [f"[{host}]" if ":" in host else host]
+    names += [h for h in allowed_hosts]
+    if not names:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts = [n for name in names for n in ((name,) if _has_port(name) else (name, f"{name}:*"))]
+    origins = [o for name in names if not _has_port(name) for o in (f"http://{name}", f"http://{name}:*")]
+    origins += [o.rstrip("/") for o in allowed_origins]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def _has_port(name: str) -> bool:
+    return name.rsplit("]", 1)[-1].count(":") == 1 if name.startswith("[") else name.count(":") == 1
+
+
+def http_app(server: Any, options: ServeOptions) -> Any:
+    """The ASGI app: the SDK's Streamable HTTP app (with its lifespan), behind the bearer check."""
+    app = server.streamable_http_app(
+        streamable_http_path=options.path,
+        transport_security=transport_security(options.host, options.allowed_origins, options.allowed_hosts),
+        host=options.host,
+    )
+    return BearerAuth(app, options.token) if options.token else app
+
+
+def url_for(host: str, port: int, path: str = "/mcp") -> str:
+    shown = "127.0.0.1" if host in _WILDCARDS else host
+    return f"http://[{shown}]:{port}{path}" if ":" in shown else f"http://{shown}:{port}{path}"
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket, bound before serving so a busy port is a clear error and port 0 works."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise ServeError(f"cannot resolve --host {host!r} ({exc.strerror}): pass an address like 127.0.0.1") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"cannot listen on {host}:{port} ({exc.strerror}): pass another --port") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def _uvicorn_server(app: Any) -> Any:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3, ws="none"
+    )
+    return uvicorn.Server(config)
+
+
+def serve_http(
+    options: ServeOptions,
+    on_event: EventFn = lambda *_: None,
+    on_progress: ProgressFn = lambda *_: None,
+    on_ready: Callable[[str, Service], None] = lambda *_: None,
+) -> None:
+    """Serve until SIGINT/SIGTERM. `on_ready(url, service)` is called once the port is listening."""
+    check_bind(options.host, options.token)
+    sock = bind_socket(options.host, options.port)
+    try:
+        service = open_service(options, on_event, on_progress)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        server = _uvicorn_server(http_app(build_server(service), options))
+        on_ready(url_for(options.host, sock.getsockname()[1], options.path), service)
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        service.close()
+
+
+def serve_stdio(
+    options: ServeOptions,
+    on_event: EventFn = lambda *_: None,
+    on_progress: ProgressFn = lambda *_: None,
+    on_ready: Callable[[Service], None] = lambda *_: None,
+) -> None:
+    """Serve over stdin/stdout until stdin closes; the SDK points fd 1 at stderr meanwhile."""
+    service = open_service(options, on_event, on_progress)
+    try:
+        server = build_server(service)
+        on_ready(service)
+        server.run("stdio")
+    finally:
+        service.close()
+
+
+@dataclass
+class RunningServer:
+    """An HTTP server running on a background thread; `stop()` shuts it down and closes the indexes."""
+
+    url: str
+    token: str | None
+    service: Service
+    _server: Any
+    _thread: threading.Thread
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        self.service.close()
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_background(
+    repos: list[Path],
+    token: str | None = None,
+    *,
+    index_dir: Path | None = None,
+    embedder: str | None = None,
+    no_vectors: bool = False,
+    watch: bool = True,
+    audit_log: Path | None = None,
+    port: int = 0,
+    on_event: EventFn = lambda *_: None,
+    start_timeout: float = 30.0,
+) -> RunningServer:
+    """Start the HTTP server in-process on a free loopback port (or `port`) and wait until it serves.
+
+    The audit log is off unless `audit_log` is given. `index_dir` only with a single repository.
+    """
+    if index_dir is not None and len(repos) != 1:
+        raise ServeError("index_dir works with exactly one repository")
+    specs = tuple(RepoSpec(Path(r), index_dir, embedder, no_vectors) for r in repos)
+    options = ServeOptions(repos=specs, port=port, token=token, watch=watch, audit_log=audit_log)
+    sock = bind_socket(options.host, options.port)
+    try:
+        service = open_service(options, on_event)
+    except BaseException:
+        sock.close()
+        raise
+    server = _uvicorn_server(http_app(build_server(service), options))
+    url = url_for(options.host, sock.getsockname()[1], options.path)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(server.serve(sockets=[sock]))
+        except BaseException as exc:  # reported to the caller below
+            failure.append(exc)
+        finally:
+            sock.close()
+
+    thread = threading.Thread(target=run, name="bridge-http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not server.started:
+        server.should_exit = True
+        thread.join(5.0)
+        service.close()
+        why = f": {failure[0]}" if failure else ""
+        raise ServeError(f"the MCP server did not start within {start_timeout:.0f} s{why}")
+    return RunningServer(url, token, service, server, thread)

@@ -1,0 +1,165 @@
+"""The MCP tools (INTERFACES.md): argument schemas, error mapping, text + structured result.
+
+Each tool returns a `CallToolResult` with one compact text block (for the model) and one
+`structuredContent` object validated against its pydantic model (the tool's `outputSchema`).
+Failures the caller can fix come back as tool errors whose message says what to change. Ranges
+are checked in `ops` rather than by pydantic so that the message is ours; the JSON schema still
+advertises them. The audit log is written around every call by `audit.AuditMiddleware`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Callable, Optional
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from bridge.errors import BridgeError
+from bridge.server import ops, render
+from bridge.server.models import (
+    IndexStatusResult,
+    ListFilesResult,
+    ListReposResult,
+    OutlineResult,
+    ReadFileResult,
+    RefreshIndexResult,
+    SearchCodeResult,
+)
+from bridge.server.repos import Repo, RepoSet
+from index.errors import IndexingError
+
+__all__ = ["register_tools", "TOOL_NAMES"]
+
+TOOL_NAMES = ("search_code", "read_file", "list_files", "outline", "index_status", "refresh_index", "list_repos")
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+_REFRESH = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+RepoArg = Annotated[
+    Optional[str],
+    Field(description="Repository name or path (see list_repos); default: the first served repository."),
+]
+Budget = Annotated[
+    int,
+    Field(
+        description="Token budget for the code returned, in estimated llama tokens (errs high); cut at a line to fit.",
+        json_schema_extra={"minimum": 1, "maximum": ops.MAX_TOKENS},
+    ),
+]
+
+Outcome = tuple[BaseModel, str]  # structured result and its text rendering
+
+
+def _answer(work: Callable[[], Outcome]) -> CallToolResult:
+    try:
+        model, text = work()
+    except (IndexingError, BridgeError) as exc:
+        raise ToolError(str(exc)) from None
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
+
+
+def register_tools(server: MCPServer, repos: RepoSet) -> None:
+    """Add the seven tools to `server`."""
+
+    def on_repo(name: str | None, work: Callable[[Repo], Outcome]) -> CallToolResult:
+        return _answer(lambda: work(repos.get(name)))
+
+    def search_code(
+        query: Annotated[str, Field(description="What to look for: identifiers, error text, or a description (≤ 4 KB).")],
+        k: Annotated[int, Field(description="Number of hits.", json_schema_extra={"minimum": 1, "maximum": ops.MAX_K})] = 5,
+        max_tokens: Budget = 600,
+        path_glob: Annotated[
+            Optional[str], Field(description="Only paths matching this gitignore-style glob, e.g. 'src/**/*.py'.")
+        ] = None,
+        mode: Annotated[
+            str,
+            Field(
+                description="hybrid (BM25 + vectors, fused), lexical (exact words and names) or vector (meaning).",
+                json_schema_extra={"enum": ["hybrid", "lexical", "vector"]},
+            ),
+        ] = "hybrid",
+        repo: RepoArg = None,
+    ) -> Annotated[CallToolResult, SearchCodeResult]:
+        """Search the repository's code index; returns the best-matching line ranges with their code."""
+
+        def work(r: Repo) -> Outcome:
+            result = ops.search_code(r, query, k, max_tokens, path_glob, mode)
+            vectors = r.searcher.manifest.embedder is not None
+            return result, render.render_search(result, r.name, r.status().reindexing, vectors)
+
+        return on_repo(repo, work)
+
+    def read_file(
+        path: Annotated[str, Field(description="File path relative to the repository root, e.g. 'src/app.py'.")],
+        start_line: Annotated[int, Field(description="First line (1-based).", json_schema_extra={"minimum": 1})] = 1,
+        end_line: Annotated[Optional[int], Field(description="Last line (inclusive); clipped to the file.")] = None,
+        max_tokens: Budget = 2000,
+        repo: RepoArg = None,
+    ) -> Annotated[CallToolResult, ReadFileResult]:
+        """Read lines of a file of the repository (only files the index may contain)."""
+
+        def work(r: Repo) -> Outcome:
+            result = ops.read_file(r, path, start_line, end_line, max_tokens)
+            return result, render.render_read(result)
+
+        return on_repo(repo, work)
+
+    def list_files(
+        path_glob: Annotated[str, Field(description="Gitignore-style glob, e.g. '**/*.py' or 'src/**'.")] = "**",
+        limit: Annotated[
+            int, Field(description="Most paths to return.", json_schema_extra={"minimum": 1, "maximum": ops.MAX_LIST_LIMIT})
+        ] = 200,
+        repo: RepoArg = None,
+    ) -> Annotated[CallToolResult, ListFilesResult]:
+        """List the indexed files of the repository that match a glob."""
+
+        def work(r: Repo) -> Outcome:
+            result = ops.list_files(r, path_glob, limit)
+            return result, render.render_list(result)
+
+        return on_repo(repo, work)
+
+    def outline(
+        path: Annotated[str, Field(description="File path relative to the repository root.")],
+        repo: RepoArg = None,
+    ) -> Annotated[CallToolResult, OutlineResult]:
+        """List the symbols (classes, functions, ...) of a file with their line ranges."""
+
+        def work(r: Repo) -> Outcome:
+            result = ops.outline(r, path)
+            return result, render.render_outline(result)
+
+        return on_repo(repo, work)
+
+    def index_status(repo: RepoArg = None) -> Annotated[CallToolResult, IndexStatusResult]:
+        """How fresh the index is: files, chunks, embedded share, changes since, re-index under way."""
+
+        def work(r: Repo) -> Outcome:
+            result = ops.index_status(r)
+            return result, render.render_status(result)
+
+        return on_repo(repo, work)
+
+    def refresh_index(repo: RepoArg = None) -> Annotated[CallToolResult, RefreshIndexResult]:
+        """Re-index changed files now (incremental); searches keep answering meanwhile."""
+
+        def work(r: Repo) -> Outcome:
+            result = ops.refresh_index(r)
+            return result, render.render_refresh(result)
+
+        return on_repo(repo, work)
+
+    def list_repos() -> Annotated[CallToolResult, ListReposResult]:
+        """List the repositories this server serves (pass a name as `repo` to the other tools)."""
+
+        def work() -> Outcome:
+            result = ops.list_repos(repos)
+            return result, render.render_repos(result)
+
+        return _answer(work)
+
+    for fn in (search_code, read_file, list_files, outline, index_status, list_repos):
+        server.add_tool(fn, annotations=_READ_ONLY)
+    server.add_tool(refresh_index, annotations=_REFRESH)

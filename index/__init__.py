@@ -1,0 +1,1 @@
+"""Hybrid code index: discover → chunk → lexical + dense → store → search. Never imports `bridge`."""

@@ -1,0 +1,272 @@
+"""The write path: discover → chunk → lexical → publish, then fill in vectors progressively.
+
+Work is reused by content: a file whose bytes did not change keeps its chunks and their BM25
+terms from the previous generation, and embeddings come from a cache keyed by (embedder id,
+chunk hash), so re-indexing after an edit re-chunks, re-tokenises and re-embeds only that file.
+BM25 itself is rebuilt whole each time (it takes well under a second on 10k chunks).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from index.chunk import chunk_file
+from index.discover import discover
+from index.errors import EmptyRepository, IndexingError
+from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
+from index.store import ChunkTable, FileEntry, IndexDir, Manifest, default_home, write_chunks
+from index.tokenize import path_terms, terms
+from index.types import Chunk, Progress, Selection, SourceFile
+from index.vector import VectorIndex
+
+__all__ = ["BuildOptions", "BuildReport", "build_index", "fill_vectors", "FillReport"]
+
+ProgressFn = Callable[[Progress], None]
+StopFn = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    selection: Selection = field(default_factory=Selection)
+    target_tokens: int = 250
+    max_tokens: int = 400
+    overlap_lines: int = 3
+    embedder: str | None = "minilm"  # spec for index.embed.load_embedder; None: lexical only
+    rebuild: bool = False  # ignore the previous generation's chunks
+    lock_timeout: float = 10.0
+
+    def chunking(self) -> dict[str, int]:
+        return {"target_tokens": self.target_tokens, "max_tokens": self.max_tokens, "overlap_lines": self.overlap_lines}
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    index_dir: str
+    generation: str
+    changed: bool  # False when the repository was unchanged and no new generation was written
+    files: int
+    chunks: int
+    reused_chunks: int
+    new_chunks: int
+    skipped: dict[str, int]
+    invalid_utf8: int
+    seconds: dict[str, float]
+
+
+@dataclass(frozen=True)
+class FillReport:
+    embedded_chunks: int
+    chunks: int
+    newly_embedded: int
+    seconds: float
+    complete: bool
+
+
+def _noop(_: Progress) -> None:
+    pass
+
+
+def build_index(
+    root: Path, index_dir: Path, options: BuildOptions = BuildOptions(), on_progress: ProgressFn = _noop
+) -> BuildReport:
+    """Write a new generation for `root` (lexical part only; see `fill_vectors` for the rest)."""
+    store = IndexDir(index_dir)
+    seconds: dict[str, float] = {}
+    with store.writer_lock(options.lock_timeout):
+        store.prune()
+        t = time.perf_counter()
+        found = discover(root, options.selection, exclude_dirs=(Path(index_dir),))
+        seconds["discover"] = time.perf_counter() - t
+        on_progress(Progress("discover", len(found.files), len(found.files)))
+        if not found.files:
+            raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
+        previous = _previous(store, root, options)
+        if previous is not None and _unchanged(previous[0], found.files, options):
+            gen = store.current()
+            return BuildReport(
+                str(index_dir), gen.name, False, len(found.files), previous[0].chunks, previous[0].chunks, 0,
+                found.skipped, found.invalid_utf8, seconds,
+            )
+        t = time.perf_counter()
+        chunks, corpus, files, reused = _chunk_all(found.files, previous, options, on_progress)
+        seconds["chunk"] = time.perf_counter() - t
+        t = time.perf_counter()
+        lexical = LexicalIndex.build(corpus)
+        seconds["lexical"] = time.perf_counter() - t
+        on_progress(Progress("lexical", len(chunks), len(chunks)))
+        t = time.perf_counter()
+        tmp = store.new_generation()
+        try:
+            write_chunks(tmp, chunks)
+            lexical.save(tmp / "lexical")
+            corpus.save(tmp / "lexical")
+            manifest = Manifest(
+                root=str(Path(root).resolve()),
+                built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                embedder=options.embedder,
+                chunking=options.chunking(),
+                selection=_selection_json(options.selection),
+                files=files,
+                chunks=len(chunks),
+                stats={"skipped": found.skipped, "invalid_utf8": found.invalid_utf8},
+            )
+            (tmp / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
+            gen = store.publish(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        seconds["write"] = time.perf_counter() - t
+        on_progress(Progress("write", 1, 1))
+        return BuildReport(
+            str(index_dir), gen.name, True, len(found.files), len(chunks), reused, len(chunks) - reused,
+            found.skipped, found.invalid_utf8, seconds,
+        )
+
+
+def _selection_json(selection: Selection) -> dict[str, object]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(selection).items()}
+
+
+Previous = tuple[Manifest, list[Chunk], TermCorpus]
+
+
+def _previous(store: IndexDir, root: Path, options: BuildOptions) -> Previous | None:
+    """The live generation's chunks and terms when they can be reused, else None."""
+    if options.rebuild or not store.exists():
+        return None
+    try:
+        gen = store.current()
+        manifest = store.manifest(gen)
+        if manifest.chunking != options.chunking() or manifest.root != str(Path(root).resolve()):
+            return None
+        table = ChunkTable(gen)
+        try:
+            chunks = table.all()
+        finally:
+            table.close()
+        corpus = TermCorpus.load(gen / "lexical")
+    except IndexingError:
+        return None  # a damaged or foreign index is simply rebuilt from scratch
+    if len(chunks) != manifest.chunks or len(corpus) != len(chunks):
+        return None
+    return manifest, chunks, corpus
+
+
+def _unchanged(manifest: Manifest, files: tuple[SourceFile, ...], options: BuildOptions) -> bool:
+    if manifest.embedder != options.embedder or manifest.selection != _selection_json(options.selection):
+        return False
+    if len(manifest.files) != len(files):
+        return False
+    return all((e := manifest.files.get(f.path)) is not None and e.sha == f.sha for f in files)
+
+
+def _chunk_all(
+    files: tuple[SourceFile, ...], previous: Previous | None, options: BuildOptions, on_progress: ProgressFn
+) -> tuple[list[Chunk], TermCorpus, dict[str, FileEntry], int]:
+    old_manifest, old_chunks, old_corpus = previous if previous else (None, [], None)
+    builder = CorpusBuilder(old_corpus.vocab if old_corpus else ())
+    chunks: list[Chunk] = []
+    entries: dict[str, FileEntry] = {}
+    reused = 0
+    for n, f in enumerate(files, 1):
+        first = len(chunks)
+        old = old_manifest.files.get(f.path) if old_manifest else None
+        if old is not None and old.sha == f.sha:
+            span = range(old.first_chunk, old.first_chunk + old.n_chunks)
+            chunks.extend(old_chunks[i] for i in span)
+            for i in span:
+                builder.add_ids(old_corpus.doc(i))
+            reused += old.n_chunks
+        else:
+            extra = path_terms(f.path)
+            for c in chunk_file(f, options.target_tokens, options.max_tokens, options.overlap_lines):
+                chunks.append(c)
+                builder.add_terms(terms(c.text) + extra)
+        entries[f.path] = FileEntry(f.sha, f.size, f.mtime_ns, first, len(chunks) - first)
+        if n % 50 == 0 or n == len(files):
+            on_progress(Progress("chunk", n, len(files)))
+    return chunks, builder.build(), entries, reused
+
+
+def fill_vectors(
+    index_dir: Path,
+    on_progress: ProgressFn = _noop,
+    should_stop: StopFn = lambda: False,
+    embedder: object | None = None,
+    batch_size: int = 64,
+    checkpoint_seconds: float = 5.0,
+) -> FillReport:
+    """Embed the live generation's chunks that have no vector yet, publishing progress as it goes.
+
+    Vectors already in the cache are written at once; the rest are embedded in batches and the
+    vector file is rewritten (atomically) every `checkpoint_seconds`, so searches use a growing
+    share of dense vectors while this runs. The writer lock is held only while writing, so a
+    re-index is never kept waiting; when one publishes a newer generation, this stops (its
+    embeddings stay in the cache for the next fill). Stops early, keeping its work, on `should_stop()`.
+    """
+    from index.embed import EmbeddingCache, embed_with_cache, load_embedder
+
+    store = IndexDir(index_dir)
+    t0 = time.perf_counter()
+    gen = store.current()
+    manifest = store.manifest(gen)
+    if manifest.embedder is None:
+        return FillReport(0, manifest.chunks, 0, 0.0, True)
+    emb = embedder if embedder is not None else load_embedder(manifest.embedder, cache_dir=default_home() / "models")
+    table = ChunkTable(gen)
+    try:
+        chunks = table.all()
+    finally:
+        table.close()
+    hashes = [c.hash for c in chunks]
+    cache = EmbeddingCache(store.embeddings_path)
+    superseded = False
+
+    def checkpoint(have: dict[str, np.ndarray]) -> int:
+        nonlocal superseded
+        with store.writer_lock(timeout=600):
+            if store.current() != gen:
+                superseded = True
+                return 0
+            return _write_vectors(gen, emb, hashes, have)
+
+    try:
+        have = cache.get_many(emb.id, hashes)
+        before = sum(h in have for h in hashes)
+        checkpoint(have)
+        todo = [(c.hash, c.text) for c in chunks if c.hash not in have]
+        last = time.perf_counter()
+
+        def progress(done: int, total: int) -> None:
+            nonlocal last
+            on_progress(Progress("embed", before + done, len(chunks)))
+            if time.perf_counter() - last >= checkpoint_seconds:
+                checkpoint(have | cache.get_many(emb.id, [h for h, _ in todo]))
+                last = time.perf_counter()
+
+        stop = lambda: superseded or should_stop()  # noqa: E731
+        if todo and not superseded:
+            have.update(embed_with_cache(emb, cache, todo, batch_size, progress, stop))
+        count = checkpoint(have) if not superseded else before
+    finally:
+        cache.close()
+    return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks))
+
+
+def _write_vectors(gen: Path, emb: object, hashes: list[str], have: dict[str, np.ndarray]) -> int:
+    ids = np.array([i for i, h in enumerate(hashes) if h in have], dtype=np.int64)
+    vectors = np.stack([have[hashes[i]] for i in ids]) if len(ids) else np.zeros((0, emb.dim), np.float32)
+    meta = gen / "vectors.json"
+    tmp = meta.with_name("vectors.json.tmp")
+    tmp.write_text(json.dumps({"embedder_id": emb.id, "dim": emb.dim}))
+    tmp.replace(meta)
+    VectorIndex.build(ids, vectors).save(gen / "vectors.faiss")
+    return len(ids)

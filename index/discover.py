@@ -1,0 +1,441 @@
+"""Which files of a repository are indexed (and may be read through the server).
+
+Inside a git work tree the candidates are exactly what git would track; elsewhere a walk applies
+the .gitignore files with git's rules. Binaries, big files, likely secrets, the index's own
+directory and anything that leaves the root through a symlink are then dropped and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import subprocess
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+from index.errors import NotARepository, PathNotAllowed
+from index.languages import language_for
+from index.types import Discovery, Selection, SourceFile
+
+__all__ = ["SECRET_PATTERNS", "discover", "list_candidate_paths", "resolve_path", "stat_signature"]
+
+# gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
+SECRET_PATTERNS: tuple[str, ...] = (
+    ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "*.keystore", "*.jks", "*.ppk", "*.kdbx",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "credentials*", ".git-credentials",
+    ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".htpasswd",
+)  # fmt: skip
+
+_SNIFF_BYTES = 8192  # git's own binary heuristic looks at the same window
+_DRIVE = re.compile(r"^[A-Za-z]:")
+# Inherited from a hook or an outer tool, these would point git at some other repository.
+_GIT_ENV = frozenset(
+    {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
+     "GIT_NAMESPACE", "GIT_PREFIX", "GIT_CONFIG_PARAMETERS"}
+)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+
+_REFUSALS: dict[str, str] = {
+    "git_dir": "is inside .git: only files of the working tree can be read",
+    "index_dir": "is inside the index directory: only files of the repository can be read",
+    "secret": "looks like a secret and is not served: add it to the include patterns if it is safe",
+    "excluded": "is excluded by the exclude patterns: call list_files to see the readable files",
+    "ignored": "is ignored by git or .gitignore: call list_files to see the readable files",
+    "missing": "does not exist: call list_files to see the readable files",
+    "directory": "is a directory: pass a file path, or call list_files to see the files in it",
+    "not_a_file": "is not a regular file: pass the path of a text file",
+    "symlink_outside_root": "is a symlink that leaves the repository: pass a path inside it",
+    "symlink_parent": "goes through a symlinked directory: pass the path of the real file",
+    "broken_symlink": "is a broken or looping symlink: pass the path of a real file",
+    "too_large": "is larger than the {limit}-byte limit: use search_code to find the part you need",
+    "binary": "is a binary file: only text files can be read",
+    "unreadable": "cannot be read: check its permissions",
+    "undecodable_name": "has a name that is not valid UTF-8: rename the file",
+}
+
+_Ignores = tuple[tuple[str, GitIgnoreSpec], ...]  # (directory relative to the root, its rules)
+
+
+@lru_cache(maxsize=64)
+def _spec(patterns: tuple[str, ...]) -> GitIgnoreSpec | None:
+    return GitIgnoreSpec.from_lines(patterns) if patterns else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """The name-only rules of a Selection, for paths relative to the real root."""
+
+    secrets: GitIgnoreSpec | None
+    include: GitIgnoreSpec | None
+    exclude: GitIgnoreSpec | None
+    index_dirs: tuple[str, ...]
+    max_bytes: int
+
+    def reason(self, rel: str) -> str | None:
+        if _in_git_dir(rel):
+            return "git_dir"
+        if _under_any(rel, self.index_dirs):
+            return "index_dir"
+        if self.secrets is not None and self.secrets.match_file(rel):
+            if self.include is None or not self.include.match_file(rel):
+                return "secret"
+        if self.exclude is not None and self.exclude.match_file(rel):
+            return "excluded"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    path: str  # relative to the root, forward slashes
+    real: str  # absolute real path of the file to open
+    info: os.stat_result
+
+
+def discover(
+    root: Path, selection: Selection = Selection(), exclude_dirs: tuple[Path, ...] = ()
+) -> Discovery:
+    """Read every selected file under `root`, sorted by path; skipped files are counted by reason."""
+    base = _real_root(root)
+    rules = _rules(root, base, selection, exclude_dirs)
+    skipped: Counter[str] = Counter()
+    files: list[SourceFile] = []
+    for candidate in _select(base, rules, skipped):
+        source = _read(candidate, rules.max_bytes, skipped)
+        if source is not None:
+            files.append(source)
+    invalid = sum(1 for source in files if source.invalid_utf8)
+    return Discovery(files=tuple(files), skipped=dict(sorted(skipped.items())), invalid_utf8=invalid)
+
+
+def list_candidate_paths(
+    root: Path, selection: Selection = Selection(), exclude_dirs: tuple[Path, ...] = ()
+) -> list[str]:
+    """The selected paths, sorted, decided from names and stat alone (no file is read)."""
+    base = _real_root(root)
+    rules = _rules(root, base, selection, exclude_dirs)
+    return [candidate.path for candidate in _select(base, rules, Counter())]
+
+
+def stat_signature(root: Path, path: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a repository file, or None when it is gone; a cheap staleness check."""
+    try:
+        info = os.stat(os.path.join(root, path))
+    except (OSError, ValueError):
+        return None
+    return info.st_size, info.st_mtime_ns
+
+
+def resolve_path(
+    root: Path, user_path: str, selection: Selection = Selection(), exclude_dirs: tuple[Path, ...] = ()
+) -> Path:
+    """The real path of a selected file named relative to `root`, or PathNotAllowed saying why not."""
+    base = _real_root(root)
+    rel = _normalise(user_path)
+    rules = _rules(root, base, selection, exclude_dirs)
+    reason = rules.reason(rel) or _symlinked_parent(base, rel)
+    if reason is None:
+        checked = _check(base, rel, rules)
+        if isinstance(checked, str):
+            reason = checked
+        elif not _is_selected(base, rel):
+            reason = "ignored"
+        elif _sniff_binary(checked.real):
+            reason = "binary"
+        else:
+            return Path(checked.real)
+    raise PathNotAllowed(f"path {user_path!r} {_REFUSALS[reason].format(limit=rules.max_bytes)}")
+
+
+def _real_root(root: Path) -> str:
+    if not os.path.isdir(root):
+        raise NotARepository(f"no directory at {root}: check the path")
+    return os.path.realpath(root)
+
+
+def _rules(root: Path, base: str, selection: Selection, exclude_dirs: tuple[Path, ...]) -> _Rules:
+    index_dirs = []
+    for folder in exclude_dirs:
+        absolute = folder if Path(folder).is_absolute() else Path(root) / folder
+        inside = _inside(base, os.path.realpath(absolute))
+        if inside:  # an index dir that *is* the root would exclude everything: ignore it
+            index_dirs.append(inside)
+    return _Rules(
+        secrets=_spec(SECRET_PATTERNS) if selection.skip_secrets else None,
+        include=_spec(tuple(selection.include)),
+        exclude=_spec(tuple(selection.exclude)),
+        index_dirs=tuple(index_dirs),
+        max_bytes=selection.max_file_bytes,
+    )
+
+
+def _select(base: str, rules: _Rules, skipped: Counter[str]) -> list[_Candidate]:
+    listed = _git_files(base)
+    if listed is None:
+        listed = _walk(base, rules.index_dirs, skipped)
+    chosen = []
+    for rel in sorted(set(listed)):
+        if _in_git_dir(rel) or _under_any(rel, rules.index_dirs):
+            continue  # never user files: not worth a count
+        if not _valid_name(rel):
+            skipped["undecodable_name"] += 1
+            continue
+        checked = rules.reason(rel) or _check(base, rel, rules)
+        if isinstance(checked, str):
+            skipped[checked] += 1
+        else:
+            chosen.append(checked)
+    return chosen
+
+
+def _git_files(base: str, only: str | None = None) -> list[str] | None:
+    """Paths git would track under `base` (relative to it), or None outside a usable work tree.
+
+    A root that its enclosing repository ignores (a vendored or generated folder) is treated as a
+    plain folder: git would list nothing there, which is never what the user pointed us at.
+    """
+    probe = _git(base, ["check-ignore", "-q", "."])
+    if probe is None or probe.returncode != 1:  # 0: the root is ignored; 128: no work tree
+        return None
+    options = ["--literal-pathspecs"] if only is not None else []
+    listing = ["ls-files", "--cached", "--others", "--exclude-standard", "-z"]
+    done = _git(base, options + listing + (["--", only] if only is not None else []))
+    if done is None or done.returncode != 0:
+        return None
+    # An untracked nested repository is listed as "dir/"; the stat check drops it.
+    return [os.fsdecode(item).rstrip("/") for item in done.stdout.split(b"\0") if item]
+
+
+def _git(base: str, arguments: list[str]) -> subprocess.CompletedProcess[bytes] | None:
+    # A repository's own config must not run programs while we only list files.
+    command = ["git", "-c", "core.fsmonitor=false", "-C", base, *arguments]
+    env = {key: value for key, value in os.environ.items() if key not in _GIT_ENV}
+    try:
+        return subprocess.run(command, capture_output=True, env=env, check=False)
+    except OSError:  # git is not installed
+        return None
+
+
+def _walk(base: str, index_dirs: tuple[str, ...], skipped: Counter[str]) -> list[str]:
+    """Files under `base` that the .gitignore files keep; symlinks are listed, never followed."""
+    found: list[str] = []
+    pending: list[tuple[str, _Ignores]] = [("", ())]
+    while pending:
+        rel_dir, inherited = pending.pop()
+        folder = os.path.join(base, rel_dir)
+        try:
+            with os.scandir(folder) as entries:
+                listing = [(entry.name, _is_real_dir(entry)) for entry in entries]
+        except OSError:
+            skipped["unreadable"] += 1
+            continue
+        ignores = inherited
+        if any(name == ".gitignore" for name, _ in listing):
+            ignores = inherited + _ignore_file(folder, rel_dir)
+        for name, is_dir in listing:
+            if name == ".git":
+                continue
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if _ignored(ignores, rel, is_dir):
+                continue
+            if not is_dir:
+                found.append(rel)
+            elif rel not in index_dirs:
+                pending.append((rel, ignores))
+    return found
+
+
+def _is_real_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _ignore_file(folder: str, rel_dir: str) -> _Ignores:
+    try:
+        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return ()
+    spec = GitIgnoreSpec.from_lines(lines)
+    return ((rel_dir, spec),) if len(spec) else ()
+
+
+def _ignored(ignores: _Ignores, rel: str, is_dir: bool) -> bool:
+    # git: a deeper .gitignore overrides a shallower one; within a file the last match wins.
+    for rel_dir, spec in reversed(ignores):
+        local = rel[len(rel_dir) + 1 :] if rel_dir else rel
+        verdict = spec.check_file(local + "/" if is_dir else local).include
+        if verdict is not None:
+            return verdict
+    return False
+
+
+def _is_selected(base: str, rel: str) -> bool:
+    """Would discovery list `rel`? Asks git about that one path, or replays the walk's rules."""
+    listed = _git_files(base, only=rel)
+    if listed is not None:
+        return rel in listed
+    parts = rel.split("/")
+    ignores: _Ignores = ()
+    for depth in range(len(parts)):
+        rel_dir = "/".join(parts[:depth])
+        ignores += _ignore_file(os.path.join(base, rel_dir), rel_dir)
+        is_dir = depth < len(parts) - 1
+        if _ignored(ignores, "/".join(parts[: depth + 1]), is_dir):
+            return False
+    return True
+
+
+def _check(base: str, rel: str, rules: _Rules) -> _Candidate | str:
+    """The file to open for `rel`, or the reason to skip it, from lstat/stat alone."""
+    path = os.path.join(base, rel)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "unreadable"
+    real = path
+    if stat.S_ISLNK(info.st_mode):
+        real = os.path.realpath(path)
+        target = _inside(base, real)
+        if target is None:
+            return "symlink_outside_root"
+        # A link must not smuggle out what its target's own name would keep hidden.
+        reason = rules.reason(target) if target else None
+        if reason is not None:
+            return reason
+        try:
+            info = os.stat(real)
+        except OSError:
+            return "broken_symlink"
+    if stat.S_ISDIR(info.st_mode):
+        return "directory"
+    if not stat.S_ISREG(info.st_mode):
+        return "not_a_file"
+    if info.st_size > rules.max_bytes:
+        return "too_large"
+    return _Candidate(path=rel, real=real, info=info)
+
+
+def _read(candidate: _Candidate, max_bytes: int, skipped: Counter[str]) -> SourceFile | None:
+    try:
+        data = _head(candidate.real, max_bytes + 1)
+    except FileNotFoundError:
+        skipped["missing"] += 1  # vanished since it was listed
+        return None
+    except OSError:
+        skipped["unreadable"] += 1
+        return None
+    if len(data) > max_bytes:
+        skipped["too_large"] += 1  # grew since it was listed
+        return None
+    if b"\0" in data[:_SNIFF_BYTES]:
+        skipped["binary"] += 1
+        return None
+    try:
+        text, invalid = data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, invalid = data.decode("utf-8", errors="replace"), True
+    return SourceFile(
+        path=candidate.path,
+        size=len(data),
+        mtime_ns=candidate.info.st_mtime_ns,  # taken before the read, so a racing edit looks stale
+        sha=hashlib.sha1(data).hexdigest(),
+        text=text,
+        language=language_for(candidate.path),
+        invalid_utf8=invalid,
+    )
+
+
+def _sniff_binary(real: str) -> bool:
+    try:
+        return b"\0" in _head(real, _SNIFF_BYTES)
+    except OSError:
+        return True  # unreadable now: refuse rather than guess
+
+
+def _head(real: str, limit: int) -> bytes:
+    # O_NOFOLLOW: a symlink swapped in after the checks is refused, not followed.
+    with os.fdopen(os.open(real, _OPEN_FLAGS), "rb") as handle:
+        return handle.read(limit)
+
+
+def _normalise(user_path: str) -> str:
+    """A user's path as forward-slash parts under the root; refuses anything that could escape."""
+    problem = None
+    slashed = user_path.replace("\\", "/")
+    parts = [part for part in slashed.split("/") if part not in ("", ".")]
+    if not user_path.strip():
+        problem = "is empty: pass a file path relative to the repository root"
+    elif any(unicodedata.category(char) == "Cc" for char in user_path):
+        problem = "contains control characters: pass a plain path relative to the repository root"
+    elif slashed.startswith("/") or _DRIVE.match(slashed):
+        problem = "is absolute: pass a path relative to the repository root"
+    elif ".." in parts and _climbs_out(parts):
+        problem = "leaves the repository: pass a path relative to the repository root"
+    elif ".." in parts:
+        problem = "contains '..': pass the path relative to the repository root without '..'"
+    elif not parts:
+        problem = "is the repository root: pass a file path relative to it"
+    if problem is not None:
+        raise PathNotAllowed(f"path {user_path!r} {problem}")
+    return "/".join(parts)
+
+
+def _climbs_out(parts: list[str]) -> bool:
+    depth = 0
+    for part in parts:
+        depth += -1 if part == ".." else 1
+        if depth < 0:
+            return True
+    return False
+
+
+def _symlinked_parent(base: str, rel: str) -> str | None:
+    # Discovery never walks through a symlinked directory, so no file beneath one is selected.
+    parts = rel.split("/")
+    for depth in range(1, len(parts)):
+        folder = os.path.join(base, *parts[:depth])
+        try:
+            info = os.lstat(folder)
+        except OSError:
+            return "missing"
+        if stat.S_ISLNK(info.st_mode):
+            inside = _inside(base, os.path.realpath(folder)) is not None
+            return "symlink_parent" if inside else "symlink_outside_root"
+    return None
+
+
+def _inside(base: str, real: str) -> str | None:
+    """`real` relative to `base` with forward slashes ("" for base itself), or None if outside."""
+    if real == base:
+        return ""
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    if not real.startswith(prefix):
+        return None
+    return real[len(prefix) :].replace(os.sep, "/")
+
+
+def _in_git_dir(rel: str) -> bool:
+    return any(part.lower() == ".git" for part in rel.split("/"))
+
+
+def _under_any(rel: str, folders: tuple[str, ...]) -> bool:
+    return any(rel == folder or rel.startswith(folder + "/") for folder in folders)
+
+
+def _valid_name(rel: str) -> bool:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:  # surrogate-escaped bytes from a non-UTF-8 file name
+        return False
+    return True

@@ -1,0 +1,41 @@
+"""One exception tree for the index package; every message names the object and the next step."""
+
+
+class IndexingError(Exception):
+    """Base of every error the index package raises on purpose."""
+
+
+class NotARepository(IndexingError):
+    pass
+
+
+class EmptyRepository(IndexingError):
+    pass
+
+
+class NoIndex(IndexingError):
+    pass
+
+
+class CorruptIndex(IndexingError):
+    pass
+
+
+class IncompatibleIndex(IndexingError):
+    pass
+
+
+class IndexLocked(IndexingError):
+    pass
+
+
+class PathNotAllowed(IndexingError):
+    pass
+
+
+class BadQuery(IndexingError):
+    pass
+
+
+class EmbedderError(IndexingError):
+    pass

@@ -1,0 +1,309 @@
+"""The read path: lexical and dense rankings fused by reciprocal rank, merged, filtered, packed.
+
+Fusion: score = Σ 1 / (RRF_K + rank) over the rankings a chunk appears in (rank is 1-based).
+RRF_K = 60 is the constant of Cormack, Clarke and Büttcher (SIGIR 2009); it damps the head of
+each list so that agreement between the two retrievers beats a single first place.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from index.discover import stat_signature
+from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
+from index.lexical import LexicalIndex
+from index.store import ChunkTable, IndexDir, Manifest
+from index.tokenize import estimate_tokens, terms
+from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
+from index.vector import VectorIndex
+
+__all__ = ["Searcher", "RRF_K", "MAX_K", "MAX_QUERY_BYTES", "pack_hits", "merge_hits", "rrf"]
+
+RRF_K = 60
+MAX_K = 50
+MAX_QUERY_BYTES = 4096
+_CANDIDATES = 100  # per retriever, before fusion and merging
+_STALE_TTL = 2.0  # seconds a staleness count is reused; stat-ing every file per query is wasteful
+
+
+def rrf(rankings: list[list[int]]) -> dict[int, float]:
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, cid in enumerate(ranking, 1):
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank)
+    return fused
+
+
+def merge_hits(hits: list[Hit]) -> list[Hit]:
+    """Fold each hit into an earlier (better) hit of the same file that it overlaps or touches."""
+    merged: list[Hit] = []
+    for hit in hits:
+        for j, kept in enumerate(merged):
+            if kept.path == hit.path and hit.start_line <= kept.end_line + 1 and kept.start_line <= hit.end_line + 1:
+                merged[j] = _union(kept, hit)
+                break
+        else:
+            merged.append(hit)
+    return merged
+
+
+def _union(a: Hit, b: Hit) -> Hit:
+    lines = dict(enumerate(a.text.split("\n"), a.start_line))
+    lines.update(enumerate(b.text.split("\n"), b.start_line))
+    start, end = min(a.start_line, b.start_line), max(a.end_line, b.end_line)
+    text = "\n".join(lines[i] for i in range(start, end + 1))
+    return replace(
+        a,
+        start_line=start,
+        end_line=end,
+        text=text,
+        tokens=estimate_tokens(text),
+        lexical_rank=_best(a.lexical_rank, b.lexical_rank),
+        vector_rank=_best(a.vector_rank, b.vector_rank),
+        symbol=a.symbol if a.symbol == b.symbol else a.symbol or b.symbol,
+    )
+
+
+def _best(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def pack_hits(hits: list[Hit], max_tokens: int | None, count: Callable[[str], int] = estimate_tokens) -> tuple[list[Hit], bool]:
+    """Whole hits in rank order while they fit; the first that does not is cut at a line boundary."""
+    if max_tokens is None:
+        return hits, False
+    packed: list[Hit] = []
+    used = 0
+    for hit in hits:
+        if used + hit.tokens <= max_tokens:
+            packed.append(hit)
+            used += hit.tokens
+            continue
+        cut = _cut(hit, max_tokens - used, count)
+        if cut is not None:
+            packed.append(cut)
+        return packed, True
+    return packed, False
+
+
+def _cut(hit: Hit, budget: int, count: Callable[[str], int]) -> Hit | None:
+    lines = hit.text.split("\n")
+    lo, hi = 0, len(lines) - 1  # largest n with count(first n lines) <= budget
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count("\n".join(lines[:mid])) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        return None
+    text = "\n".join(lines[:lo])
+    return replace(hit, end_line=hit.start_line + lo - 1, text=text, tokens=count(text))
+
+
+@dataclass(frozen=True)
+class _Generation:
+    path: Path
+    manifest: Manifest
+    table: ChunkTable
+    lexical: LexicalIndex
+    paths: np.ndarray  # path of every chunk id (object array), for glob filters
+
+
+def _glob_mask(gen: _Generation, path_glob: str | None) -> np.ndarray | None:
+    if not path_glob:
+        return None
+    import pathspec
+
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines([path_glob])
+    except (ValueError, TypeError) as exc:
+        raise BadQuery(f"bad --path-glob {path_glob!r} ({exc}): use a pattern like 'src/**/*.py'") from exc
+    return np.fromiter((spec.match_file(p) for p in gen.paths), dtype=bool, count=len(gen.paths))
+
+
+class Searcher:
+    """Answers queries from the live generation of one index; reloads when a writer publishes.
+
+    Safe to share between threads. The embedder is loaded on the first query that needs it, so
+    a lexical-only process never imports torch.
+    """
+
+    def __init__(
+        self,
+        index_dir: Path,
+        embedder_loader: Callable[[str], object] | None = None,
+        max_query_bytes: int = MAX_QUERY_BYTES,
+    ) -> None:
+        self.store = IndexDir(index_dir)
+        self.max_query_bytes = max_query_bytes
+        self._loader = embedder_loader
+        self._lock = threading.RLock()
+        self._gen: _Generation | None = None
+        self._vectors: tuple[float, VectorIndex] | None = None
+        self._embedder: object | None = None
+        self._stale: tuple[float, str, int] | None = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Open the live generation if it is not the one loaded (cheap when nothing changed)."""
+        with self._lock:
+            current = self.store.current()
+            if self._gen is not None and self._gen.path == current:
+                return
+            manifest = self.store.manifest(current)
+            table = ChunkTable(current)
+            lexical = LexicalIndex.load(current / "lexical")
+            paths = np.empty(manifest.chunks, dtype=object)
+            for path, entry in manifest.files.items():
+                paths[entry.first_chunk : entry.first_chunk + entry.n_chunks] = path
+            self._gen = _Generation(current, manifest, table, lexical, paths)
+            self._vectors = None
+            self._stale = None
+
+    @property
+    def manifest(self) -> Manifest:
+        assert self._gen is not None
+        return self._gen.manifest
+
+    @property
+    def root(self) -> Path:
+        return Path(self.manifest.root)
+
+    def _vector_index(self, gen: _Generation) -> VectorIndex | None:
+        path = gen.path / "vectors.faiss"
+        try:
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        with self._lock:
+            if self._vectors is None or self._vectors[0] != mtime:
+                self._vectors = (mtime, VectorIndex.load(path))
+            return self._vectors[1]
+
+    def embedded_chunks(self) -> int:
+        assert self._gen is not None
+        vectors = self._vector_index(self._gen)
+        return vectors.count if vectors else 0
+
+    def info(self) -> IndexInfo:
+        gen = self._gen
+        assert gen is not None
+        m = gen.manifest
+        return IndexInfo(m.root, len(m.files), m.chunks, self.embedded_chunks(), m.built_at, self.stale_files())
+
+    def stale_files(self) -> int:
+        """Indexed files whose size or mtime on disk differs from the build (or that are gone)."""
+        gen = self._gen
+        assert gen is not None
+        now = time.monotonic()
+        cached = self._stale
+        if cached and cached[1] == gen.path.name and now - cached[0] < _STALE_TTL:
+            return cached[2]
+        root = Path(gen.manifest.root)
+        stale = sum(
+            stat_signature(root, p) != (e.size, e.mtime_ns) for p, e in gen.manifest.files.items()
+        )
+        self._stale = (now, gen.path.name, stale)
+        return stale
+
+    def _query_vector(self, gen: _Generation, query: str) -> np.ndarray:
+        spec = gen.manifest.embedder
+        with self._lock:
+            if self._embedder is None:
+                if self._loader is None:
+                    from index.embed import load_embedder
+                    from index.store import default_home
+
+                    self._embedder = load_embedder(spec, cache_dir=default_home() / "models")
+                else:
+                    self._embedder = self._loader(spec)
+                meta = json.loads((gen.path / "vectors.json").read_text())
+                if meta.get("embedder_id") != self._embedder.id:
+                    raise IncompatibleIndex(
+                        f"index vectors were made by {meta.get('embedder_id')}, not {self._embedder.id}: "
+                        "run `bridge index --rebuild`"
+                    )
+            return self._embedder.encode_query(query)
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        mode: Mode = "hybrid",
+        max_tokens: int | None = None,
+        path_glob: str | None = None,
+    ) -> SearchResult:
+        t0 = time.perf_counter()
+        _check(query, k, mode, max_tokens, self.max_query_bytes)
+        self.refresh()
+        gen = self._gen
+        assert gen is not None
+        allowed = _glob_mask(gen, path_glob)
+        lexical: list[int] = []
+        dense: list[int] = []
+        if mode in ("hybrid", "lexical"):
+            lexical = [cid for cid, _ in gen.lexical.top(terms(query), _CANDIDATES, allowed)]
+        if mode in ("hybrid", "vector"):
+            vectors = self._vector_index(gen) if gen.manifest.embedder else None
+            if vectors is None or vectors.count == 0:
+                if mode == "vector":
+                    raise NoIndex(
+                        "this index has no vectors yet: run `bridge index REPO` without --no-vectors, "
+                        "or use --mode lexical"
+                    )
+            else:
+                dense = [cid for cid, _ in vectors.top(self._query_vector(gen, query), _CANDIDATES, allowed)]
+        fused = rrf([r for r in (lexical, dense) if r])
+        order = sorted(fused, key=lambda c: (-fused[c], c))
+        hits = self._hits(gen, order, fused, lexical, dense, k)
+        hits, truncated = pack_hits(hits, max_tokens)
+        took = (time.perf_counter() - t0) * 1000
+        return SearchResult(query, mode, took, tuple(hits), truncated, self.info())
+
+    def _hits(
+        self, gen: _Generation, order: list[int], fused: dict[int, float], lexical: list[int], dense: list[int], k: int
+    ) -> list[Hit]:
+        lex_rank = {c: r for r, c in enumerate(lexical, 1)}
+        vec_rank = {c: r for r, c in enumerate(dense, 1)}
+        hits: list[Hit] = []
+        pos = 0
+        while len(hits) < k and pos < len(order):
+            # merging may fold several chunks into one hit, so fetch more until k hits remain
+            batch = order[pos : pos + 2 * k]
+            pos += len(batch)
+            rows = gen.table.get(batch)
+            if len(rows) != len(batch):
+                raise CorruptIndex(f"index at {self.store.path} lost chunk rows: run `bridge index --rebuild`")
+            for cid in batch:
+                hits.append(_hit(rows[cid], fused[cid], lex_rank.get(cid), vec_rank.get(cid)))
+            hits = merge_hits(hits)
+        return hits[:k]
+
+    def read_chunks(self, ids: list[int]) -> dict[int, Chunk]:
+        assert self._gen is not None
+        return self._gen.table.get(ids)
+
+
+def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:
+    return Hit(c.path, c.start_line, c.end_line, score, lexical_rank, vector_rank, c.symbol, c.language, c.text, c.tokens)
+
+
+def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int) -> None:
+    if not query or not query.strip():
+        raise BadQuery("empty query: say what to look for, e.g. `bridge search 'parse config'`")
+    if len(query.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise BadQuery(f"query is longer than {max_bytes} bytes: shorten it")
+    if not 1 <= k <= MAX_K:
+        raise BadQuery(f"k={k} is out of range: use 1 to {MAX_K}")
+    if mode not in MODES:
+        raise BadQuery(f"unknown mode {mode!r}: use hybrid, lexical or vector")
+    if max_tokens is not None and max_tokens < 1:
+        raise BadQuery(f"max_tokens={max_tokens} is out of range: use a positive number")

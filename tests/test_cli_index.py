@@ -1,0 +1,73 @@
+"""The CLI as a user runs it: a new process, JSON on stdout, one-line errors with exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def bridge(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bridge", *args], capture_output=True, text=True, cwd=cwd, env=os.environ.copy(), timeout=120
+    )
+
+
+def test_index_then_search_prints_the_promised_json(repo: Path, tmp_path: Path) -> None:
+    idx = str(tmp_path / "idx")
+    built = bridge("index", str(repo), "--index-dir", idx, "--embedder", "hash", "--json")
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["vectors"]["complete"] is True
+    found = bridge("search", "retry policy backoff", "--index-dir", idx, "-k", "3", "--json")
+    assert found.returncode == 0, found.stderr
+    data = json.loads(found.stdout)
+    assert set(data) == {"query", "mode", "took_ms", "hits", "truncated", "index"}
+    assert data["mode"] == "hybrid" and data["truncated"] is False
+    assert set(data["index"]) == {"root", "files", "chunks", "embedded_chunks", "built_at", "stale_files"}
+    hit = data["hits"][0]
+    assert set(hit) == {"path", "start_line", "end_line", "score", "lexical_rank", "vector_rank", "symbol",
+                        "language", "text", "tokens"}
+    assert hit["path"] == "src/config.py"
+    lines = (repo / hit["path"]).read_text().splitlines()
+    assert hit["text"] == "\n".join(lines[hit["start_line"] - 1 : hit["end_line"]])
+
+
+def test_the_default_index_location_is_found_again_from_the_repository_alone(repo: Path) -> None:
+    assert bridge("index", str(repo), "--no-vectors").returncode == 0
+    status = bridge("status", "--json", cwd=repo)
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["files"] == 5 and data["embedder"] is None and data["embedded_chunks"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("search", "x", "--index-dir", "/nonexistent/idx"), 1, "run `bridge index"),
+        (("index", "/nonexistent/repo"), 1, "no such folder"),
+        (("search", "x", "-k", "notanumber"), 2, "Invalid value"),
+        (("frobnicate",), 2, "No such command"),
+    ],
+)
+def test_errors_are_one_line_with_the_right_exit_code(args: tuple[str, ...], code: int, message: str) -> None:
+    result = bridge(*args)
+    assert result.returncode == code
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_out_of_range_k_and_empty_query_are_one_line_errors(repo: Path, tmp_path: Path) -> None:
+    idx = str(tmp_path / "idx")
+    bridge("index", str(repo), "--index-dir", idx, "--no-vectors")
+    for args in (("search", "x", "-k", "500"), ("search", "")):
+        result = bridge(*args, "--index-dir", idx)
+        assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_help_is_available_for_every_command() -> None:
+    for command in ("index", "search", "status"):
+        result = bridge(command, "-h")
+        assert result.returncode == 0 and "Usage" in result.stdout
