@@ -1,3 +1,4 @@
 from bridge.cli import main
 
-main()
+if __name__ == "__main__":  # not when multiprocessing's spawn re-imports this module in a worker
+    main()

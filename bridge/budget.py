@@ -178,7 +178,9 @@ def plan_prompt(
     `question` is the user message text that follows the snippets (already wrapped by its
     template); `count` must count tokens as the runtime will (see bridge.tokens).
     """
-    if n_ctx < 1 or answer_reserve < 0 or snippet_budget < 0 or kv_bytes_per_token < 1:
+    # kv_bytes_per_token 0 means unknown (a remote model without facts); a KV budget then cannot apply.
+    unknown_kv = kv_bytes_per_token == 0 and kv_budget_bytes is None
+    if n_ctx < 1 or answer_reserve < 0 or snippet_budget < 0 or (kv_bytes_per_token < 1 and not unknown_kv):
         raise BudgetError(
             f"bad budget inputs (n_ctx {n_ctx}, answer reserve {answer_reserve}, snippet budget "
             f"{snippet_budget}, KV bytes/token {kv_bytes_per_token}): pass positive sizes"

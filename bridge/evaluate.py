@@ -9,26 +9,33 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bridge.errors import BridgeError
 
 __all__ = [
+    "AnswerCheck",
+    "AnswerSummary",
+    "Located",
     "ModeMetrics",
     "Question",
     "QuestionResult",
     "QuestionsError",
     "Span",
     "aggregate",
+    "answer_contains",
+    "check_answers",
     "load_questions",
     "ndcg_at",
     "ranked_files",
     "recall_at",
     "reciprocal_rank",
+    "score_search",
     "span_recall",
+    "summarize_answers",
 ]
 
 
@@ -297,3 +304,82 @@ def _overlap(gold: Sequence[tuple[int, int]], hits: Sequence[tuple[int, int]]) -
         for g_start, g_end in gold
         for h_start, h_end in hits
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a retriever and checking answers
+
+
+class Located(Protocol):
+    """Anything with a file path and a line range, such as an index hit."""
+
+    path: str
+    start_line: int
+    end_line: int
+
+
+def score_search(
+    question: Question, hits: Sequence[Located], latency_ms: float, span_cutoff: int
+) -> QuestionResult:
+    """Files in order of first hit; spans are the first `span_cutoff` hits (what a turn would read)."""
+    return QuestionResult(
+        question=question,
+        ranked_files=tuple(ranked_files([h.path for h in hits])),
+        spans=tuple(Span(h.path, h.start_line, h.end_line) for h in hits[:span_cutoff]),
+        latency_ms=latency_ms,
+    )
+
+
+def answer_contains(answer: str, expected: Sequence[str]) -> tuple[bool, ...]:
+    """For each expected string, whether the answer contains it (case-insensitive)."""
+    folded = answer.casefold()
+    return tuple(item.casefold() in folded for item in expected)
+
+
+@dataclass(frozen=True)
+class AnswerCheck:
+    question_id: str
+    mode: str
+    answer: str
+    contained: tuple[bool, ...]  # one per answer_contains string
+    prompt_tokens: int
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class AnswerSummary:
+    mode: str
+    n: int
+    contains_rate: float  # share of all expected strings found in their answers
+    all_contained_rate: float  # share of questions whose answer has every expected string
+    mean_prompt_tokens: float
+    median_total_ms: float
+
+
+def summarize_answers(mode: str, checks: Sequence[AnswerCheck]) -> AnswerSummary:
+    if not checks:
+        raise ValueError(f"no answers to summarize for mode {mode!r}")
+    found = [flag for check in checks for flag in check.contained]
+    return AnswerSummary(
+        mode=mode,
+        n=len(checks),
+        contains_rate=sum(found) / len(found) if found else 0.0,
+        all_contained_rate=statistics.fmean(all(c.contained) for c in checks),
+        mean_prompt_tokens=statistics.fmean(c.prompt_tokens for c in checks),
+        median_total_ms=statistics.median(c.total_ms for c in checks),
+    )
+
+
+Ask = Callable[[str], tuple[str, int, float]]  # question -> (answer, prompt tokens, total ms)
+
+
+def check_answers(mode: str, questions: Sequence[Question], ask: Ask) -> list[AnswerCheck]:
+    """Ask every question that has answer_contains strings, and check each answer."""
+    checks = []
+    for question in questions:
+        if not question.answer_contains:
+            continue
+        answer, tokens, total_ms = ask(question.query)
+        checks.append(AnswerCheck(question.id, mode, answer, answer_contains(answer, question.answer_contains),
+                                  tokens, total_ms))
+    return checks

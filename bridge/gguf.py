@@ -111,6 +111,10 @@ def max_context_for_memory(facts: ModelFacts, budget_bytes: int, cache_type: Cac
 def _scaled_context(rope: Rope) -> int | None:
     if rope.scaling_type in (None, "none") or not rope.factor or not rope.original_context:
         return None
+    # Llama 3's scheme is how the model reached its trained context (factor 32 x 8192 on
+    # Llama 3.2 is not a promise of 262k tokens): it vouches for nothing beyond it.
+    if rope.scaling_type == "llama3":
+        return None
     return math.floor(rope.factor * rope.original_context)
 
 
@@ -128,9 +132,14 @@ def check_context(facts: ModelFacts, n_ctx: int) -> int:
         return n_ctx
     scaled = _scaled_context(facts.rope)
     if scaled is None:
+        why = (
+            f"whose {facts.rope.scaling_type} RoPE scaling is already part of that training"
+            if facts.rope.scaling_type
+            else "whose metadata declares no RoPE scaling"
+        )
         raise ContextContractError(
             f"n_ctx {n_ctx} is beyond the trained context {facts.trained_context} of {facts.name}, "
-            f"whose metadata declares no RoPE scaling: use --n-ctx {facts.trained_context} or less"
+            f"{why}: use --n-ctx {facts.trained_context} or less"
         )
     if n_ctx > scaled:
         rope = facts.rope

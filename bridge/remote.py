@@ -68,7 +68,7 @@ class OpenAICompatRuntime:
     def _unreachable(self, exc: Exception) -> RuntimeUnavailable:
         return RuntimeUnavailable(
             f"no OpenAI-compatible server answering at {self.root} ({exc}): "
-            f"start llama-server or Ollama there, or fix --server"
+            f"start llama-server or Ollama there, or fix --llm-url"
         )
 
     def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
@@ -194,7 +194,7 @@ class OpenAICompatRuntime:
             raise self._unreachable(exc) from exc
         except json.JSONDecodeError as exc:
             raise GenerationError(
-                f"{url} sent a stream that is not JSON ({exc}): is --server an OpenAI-compatible API?"
+                f"{url} sent a stream that is not JSON ({exc}): is --llm-url an OpenAI-compatible API?"
             ) from exc
         return state, first
 

@@ -178,7 +178,7 @@ class LlamaCppRuntime:
             import llama_cpp
         except ImportError as exc:
             raise RuntimeUnavailable(
-                "llama-cpp-python is not installed: pip install llama-cpp-python, or pass --server URL"
+                "llama-cpp-python is not installed: pip install llama-cpp-python, or pass --llm-url URL"
             ) from exc
         supported = llama_cpp.llama_supports_gpu_offload()
         n_gpu, offloaded, gpu_note = resolve_gpu_layers(gpu_layers, self.facts.layers, supported)

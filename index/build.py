@@ -8,19 +8,21 @@ BM25 itself is rebuilt whole each time (it takes well under a second on 10k chun
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 from index.chunk import chunk_file
 from index.discover import discover
-from index.errors import EmptyRepository, IndexingError
+from index.errors import EmptyRepository, IndexingError, IndexWriteError
 from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
 from index.store import ChunkTable, FileEntry, IndexDir, Manifest, default_home, write_chunks
 from index.tokenize import path_terms, terms
@@ -103,32 +105,46 @@ def build_index(
         seconds["lexical"] = time.perf_counter() - t
         on_progress(Progress("lexical", len(chunks), len(chunks)))
         t = time.perf_counter()
-        tmp = store.new_generation()
-        try:
-            write_chunks(tmp, chunks)
-            lexical.save(tmp / "lexical")
-            corpus.save(tmp / "lexical")
-            manifest = Manifest(
-                root=str(Path(root).resolve()),
-                built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                embedder=options.embedder,
-                chunking=options.chunking(),
-                selection=_selection_json(options.selection),
-                files=files,
-                chunks=len(chunks),
-                stats={"skipped": found.skipped, "invalid_utf8": found.invalid_utf8},
-            )
-            (tmp / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
-            gen = store.publish(tmp)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        with _writing(index_dir):
+            tmp = store.new_generation()
+            try:
+                write_chunks(tmp, chunks)
+                lexical.save(tmp / "lexical")
+                corpus.save(tmp / "lexical")
+                manifest = Manifest(
+                    root=str(Path(root).resolve()),
+                    built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    embedder=options.embedder,
+                    chunking=options.chunking(),
+                    selection=_selection_json(options.selection),
+                    files=files,
+                    chunks=len(chunks),
+                    stats={"skipped": found.skipped, "invalid_utf8": found.invalid_utf8},
+                )
+                (tmp / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
+                gen = store.publish(tmp)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
         seconds["write"] = time.perf_counter() - t
         on_progress(Progress("write", 1, 1))
         return BuildReport(
             str(index_dir), gen.name, True, len(found.files), len(chunks), reused, len(chunks) - reused,
             found.skipped, found.invalid_utf8, seconds,
         )
+
+
+@contextlib.contextmanager
+def _writing(index_dir: Path) -> Iterator[None]:
+    """A failed write (disk full, file size limit, permissions) becomes one clear IndexWriteError."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise IndexWriteError(
+            f"cannot write the index at {index_dir} ({reason}): free disk space or pass another --index-dir, "
+            "then run `bridge index` again; the previous index still answers"
+        ) from exc
 
 
 def _selection_json(selection: Selection) -> dict[str, object]:
@@ -238,26 +254,27 @@ def fill_vectors(
                 return 0
             return _write_vectors(gen, emb, hashes, have)
 
-    try:
-        have = cache.get_many(emb.id, hashes)
-        before = sum(h in have for h in hashes)
-        checkpoint(have)
-        todo = [(c.hash, c.text) for c in chunks if c.hash not in have]
-        last = time.perf_counter()
+    with _writing(index_dir):
+        try:
+            have = cache.get_many(emb.id, hashes)
+            before = sum(h in have for h in hashes)
+            checkpoint(have)
+            todo = [(c.hash, c.text) for c in chunks if c.hash not in have]
+            last = time.perf_counter()
 
-        def progress(done: int, total: int) -> None:
-            nonlocal last
-            on_progress(Progress("embed", before + done, len(chunks)))
-            if time.perf_counter() - last >= checkpoint_seconds:
-                checkpoint(have | cache.get_many(emb.id, [h for h, _ in todo]))
-                last = time.perf_counter()
+            def progress(done: int, total: int) -> None:
+                nonlocal last
+                on_progress(Progress("embed", before + done, len(chunks)))
+                if time.perf_counter() - last >= checkpoint_seconds:
+                    checkpoint(have | cache.get_many(emb.id, [h for h, _ in todo]))
+                    last = time.perf_counter()
 
-        stop = lambda: superseded or should_stop()  # noqa: E731
-        if todo and not superseded:
-            have.update(embed_with_cache(emb, cache, todo, batch_size, progress, stop))
-        count = checkpoint(have) if not superseded else before
-    finally:
-        cache.close()
+            stop = lambda: superseded or should_stop()  # noqa: E731
+            if todo and not superseded:
+                have.update(embed_with_cache(emb, cache, todo, batch_size, progress, stop))
+            count = checkpoint(have) if not superseded else before
+        finally:
+            cache.close()
     return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks))
 
 

@@ -58,6 +58,7 @@ _REFUSALS: dict[str, str] = {
     "binary": "is a binary file: only text files can be read",
     "unreadable": "cannot be read: check its permissions",
     "undecodable_name": "has a name that is not valid UTF-8: rename the file",
+    "control_name": "has control characters in its name: rename the file",
 }
 
 _Ignores = tuple[tuple[str, GitIgnoreSpec], ...]  # (directory relative to the root, its rules)
@@ -139,7 +140,7 @@ def resolve_path(
     base = _real_root(root)
     rel = _normalise(user_path)
     rules = _rules(root, base, selection, exclude_dirs)
-    reason = rules.reason(rel) or _symlinked_parent(base, rel)
+    reason = _name_problem(rel) or rules.reason(rel) or _symlinked_parent(base, rel)
     if reason is None:
         checked = _check(base, rel, rules)
         if isinstance(checked, str):
@@ -183,8 +184,8 @@ def _select(base: str, rules: _Rules, skipped: Counter[str]) -> list[_Candidate]
     for rel in sorted(set(listed)):
         if _in_git_dir(rel) or _under_any(rel, rules.index_dirs):
             continue  # never user files: not worth a count
-        if not _valid_name(rel):
-            skipped["undecodable_name"] += 1
+        if problem := _name_problem(rel):
+            skipped[problem] += 1
             continue
         checked = rules.reason(rel) or _check(base, rel, rules)
         if isinstance(checked, str):
@@ -433,9 +434,12 @@ def _under_any(rel: str, folders: tuple[str, ...]) -> bool:
     return any(rel == folder or rel.startswith(folder + "/") for folder in folders)
 
 
-def _valid_name(rel: str) -> bool:
+def _name_problem(rel: str) -> str | None:
+    """Why a name cannot be served: read_file refuses these names, so the index must skip them too."""
     try:
         rel.encode("utf-8")
     except UnicodeEncodeError:  # surrogate-escaped bytes from a non-UTF-8 file name
-        return False
-    return True
+        return "undecodable_name"
+    if any(unicodedata.category(char) == "Cc" for char in rel):
+        return "control_name"  # a newline in a name could forge lines of a tool's text answer
+    return None

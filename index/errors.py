@@ -39,3 +39,7 @@ class BadQuery(IndexingError):
 
 class EmbedderError(IndexingError):
     pass
+
+
+class IndexWriteError(IndexingError):
+    """Writing the index failed (disk full, file size limit, permissions); the previous index is untouched."""

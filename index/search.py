@@ -146,6 +146,7 @@ class Searcher:
         self.max_query_bytes = max_query_bytes
         self._loader = embedder_loader
         self._lock = threading.RLock()
+        self._embed_lock = threading.Lock()  # loading and running the query embedder
         self._gen: _Generation | None = None
         self._vectors: tuple[float, VectorIndex] | None = None
         self._embedder: object | None = None
@@ -153,17 +154,24 @@ class Searcher:
         self.refresh()
 
     def refresh(self) -> None:
-        """Open the live generation if it is not the one loaded (cheap when nothing changed)."""
+        """Open the live generation if it is not the one loaded (cheap when nothing changed).
+
+        The new generation is loaded outside the lock, so searches keep answering from the old
+        one meanwhile; two threads that race here load it twice and one copy wins, harmlessly.
+        """
+        current = self.store.current()
+        if self._gen is not None and self._gen.path == current:
+            return
+        manifest = self.store.manifest(current)
+        table = ChunkTable(current)
+        lexical = LexicalIndex.load(current / "lexical")
+        paths = np.empty(manifest.chunks, dtype=object)
+        for path, entry in manifest.files.items():
+            paths[entry.first_chunk : entry.first_chunk + entry.n_chunks] = path
         with self._lock:
-            current = self.store.current()
             if self._gen is not None and self._gen.path == current:
+                table.close()
                 return
-            manifest = self.store.manifest(current)
-            table = ChunkTable(current)
-            lexical = LexicalIndex.load(current / "lexical")
-            paths = np.empty(manifest.chunks, dtype=object)
-            for path, entry in manifest.files.items():
-                paths[entry.first_chunk : entry.first_chunk + entry.n_chunks] = path
             self._gen = _Generation(current, manifest, table, lexical, paths)
             self._vectors = None
             self._stale = None
@@ -193,6 +201,16 @@ class Searcher:
         vectors = self._vector_index(self._gen)
         return vectors.count if vectors else 0
 
+    def verify(self) -> None:
+        """Read a little of every file a search opens, so damage shows now and not in a later search."""
+        gen = self._gen
+        assert gen is not None
+        ids = sorted({0, gen.manifest.chunks - 1}) if gen.manifest.chunks else []
+        if len(gen.table.get(ids)) != len(ids):
+            raise CorruptIndex(f"index at {self.store.path} lost chunk rows: run `bridge index --rebuild`")
+        if self._vector_index(gen) is not None:
+            _vector_meta(gen.path)
+
     def info(self) -> IndexInfo:
         gen = self._gen
         assert gen is not None
@@ -216,7 +234,7 @@ class Searcher:
 
     def _query_vector(self, gen: _Generation, query: str) -> np.ndarray:
         spec = gen.manifest.embedder
-        with self._lock:
+        with self._embed_lock:
             if self._embedder is None:
                 if self._loader is None:
                     from index.embed import load_embedder
@@ -225,7 +243,7 @@ class Searcher:
                     self._embedder = load_embedder(spec, cache_dir=default_home() / "models")
                 else:
                     self._embedder = self._loader(spec)
-                meta = json.loads((gen.path / "vectors.json").read_text())
+                meta = _vector_meta(gen.path)
                 if meta.get("embedder_id") != self._embedder.id:
                     raise IncompatibleIndex(
                         f"index vectors were made by {meta.get('embedder_id')}, not {self._embedder.id}: "
@@ -290,6 +308,17 @@ class Searcher:
     def read_chunks(self, ids: list[int]) -> dict[int, Chunk]:
         assert self._gen is not None
         return self._gen.table.get(ids)
+
+
+def _vector_meta(generation: Path) -> dict:
+    path = generation / "vectors.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorruptIndex(f"vector metadata {path} is unreadable ({exc}): run `bridge index --rebuild`") from exc
+    if not isinstance(meta, dict):
+        raise CorruptIndex(f"vector metadata {path} is damaged: run `bridge index --rebuild`")
+    return meta
 
 
 def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:

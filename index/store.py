@@ -128,8 +128,8 @@ class IndexDir:
             name = (self.path / _CURRENT).read_text(encoding="utf-8").strip()
         except FileNotFoundError:
             raise NoIndex(f"no index at {self.path}: run `bridge index REPO` first") from None
-        except OSError as exc:
-            raise CorruptIndex(f"index at {self.path} is unreadable ({exc})") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CorruptIndex(f"index at {self.path} is unreadable ({exc}): run `bridge index --rebuild`") from exc
         gen = self.path / name
         if not name or "/" in name or not gen.is_dir():
             raise CorruptIndex(f"index at {self.path} points to a missing generation: run `bridge index --rebuild`")
@@ -139,7 +139,7 @@ class IndexDir:
         gen = generation or self.current()
         try:
             text = (gen / _MANIFEST).read_text(encoding="utf-8")
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise CorruptIndex(f"index manifest in {gen} is unreadable: run `bridge index --rebuild`") from exc
         return Manifest.from_json(text, gen / _MANIFEST)
 
@@ -184,7 +184,7 @@ class IndexDir:
 
     def prune(self) -> None:
         """Remove unfinished generations and all but the newest few (call under the writer lock)."""
-        live = (self.path / _CURRENT).read_text().strip() if self.exists() else None
+        live = (self.path / _CURRENT).read_text(errors="replace").strip() if self.exists() else None
         gens = sorted(p for p in self.path.glob("g*") if p.is_dir())
         done = [p for p in gens if not p.name.endswith(".tmp")]
         keep = {p.name for p in done[-_KEEP_GENERATIONS:]} | {live}

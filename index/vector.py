@@ -51,7 +51,11 @@ class VectorIndex:
     def save(self, path: Path) -> None:
         """Write atomically: readers either see the previous file or the whole new one."""
         tmp = path.with_name(path.name + ".tmp")
-        _faiss().write_index(self._index, str(tmp))
+        try:
+            _faiss().write_index(self._index, str(tmp))
+        except RuntimeError as exc:  # faiss reports a failed write (disk full) this way
+            tmp.unlink(missing_ok=True)
+            raise OSError(f"cannot write {tmp}: {str(exc).rsplit(': ', 1)[-1]}") from exc
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -61,7 +65,7 @@ class VectorIndex:
         try:
             index = _faiss().read_index(str(path))
         except RuntimeError as exc:
-            raise CorruptIndex(f"vector index {path} is unreadable ({exc})") from exc
+            raise CorruptIndex(f"vector index {path} is unreadable ({exc}): run `bridge index --rebuild`") from exc
         return VectorIndex(index, int(index.d))
 
     def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:

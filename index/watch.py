@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -24,6 +29,20 @@ def _ignore(index_dir: Path) -> Callable[[object, str], bool]:
     return keep
 
 
+def _worker_init(parent: int) -> None:
+    """In the build worker: never write to stdout (under MCP stdio it is the protocol channel),
+    and exit when the serving process is gone instead of lingering with its pipes open."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+
+    def watch_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch_parent, name="bridge-parent-watch", daemon=True).start()
+
+
 class LiveIndex:
     """One repository's index, rebuilt when files change, with vectors embedded on a worker thread.
 
@@ -32,8 +51,17 @@ class LiveIndex:
     cache keeps what was done, so the next fill resumes where it stopped.
     """
 
-    def __init__(self, root: Path, index_dir: Path, options: BuildOptions, on_event: EventFn = lambda *_: None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        index_dir: Path,
+        options: BuildOptions,
+        on_event: EventFn = lambda *_: None,
+        isolate_builds: bool = True,
+    ) -> None:
         self.root, self.index_dir, self.options = Path(root), Path(index_dir), options
+        self._isolate = isolate_builds
+        self._pool: ProcessPoolExecutor | None = None
         self._on_event = on_event
         self._stop = threading.Event()
         self._fill_wanted = threading.Event()
@@ -46,13 +74,31 @@ class LiveIndex:
         self._rebuilding.set()
         try:
             with self._build_lock:
-                report = build_index(self.root, self.index_dir, self.options)
+                report = self._build()
         finally:
             self._rebuilding.clear()
         self._on_event("build", report)
         if self.options.embedder:
             self._fill_wanted.set()
         return report
+
+    def _build(self) -> BuildReport:
+        """Build in a worker process when isolated: chunking and tokenising are pure Python, and
+        in the serving process they would hold the GIL for seconds and stall every search."""
+        if not self._isolate:
+            return build_index(self.root, self.index_dir, self.options)
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init,
+                initargs=(os.getpid(),),
+            )
+        try:
+            return self._pool.submit(build_index, self.root, self.index_dir, self.options).result()
+        except BrokenProcessPool:
+            self._pool = None
+            raise IndexingError(f"the indexing worker for {self.root} died: run `bridge index {self.root}`") from None
 
     def start(self, watch: bool = True) -> None:
         if self.options.embedder:
@@ -66,6 +112,9 @@ class LiveIndex:
         self._fill_wanted.set()
         for t in self._threads:
             t.join(timeout)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)

@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, standalone_mode=True)
     except (IndexingError, BridgeError) as exc:
         fail(str(exc))
+    except OSError as exc:  # disk full, permissions: one line, not a traceback
+        where = f" {exc.filename}" if exc.filename else ""
+        fail(f"cannot access{where} ({exc.strerror or exc}): check free disk space and permissions, then run it again")
     except KeyboardInterrupt:
         console.print("interrupted")
         sys.exit(130)

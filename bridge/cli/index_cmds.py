@@ -142,6 +142,7 @@ def status_cmd(repo: Optional[Path] = RepoOpt, index_dir: Optional[Path] = Index
 
     _, where = resolve_index(repo, index_dir)
     searcher = Searcher(where)
+    searcher.verify()
     info = searcher.info()
     manifest = searcher.manifest
     data = {

@@ -101,10 +101,9 @@ def _read_source(repo: Repo, user_path: str) -> tuple[str, SourceFile]:
 
 
 def _lines(text: str) -> list[str]:
-    if not text:
-        return []
-    lines = text.split("\n")
-    return lines[:-1] if text.endswith("\n") else lines
+    # The same line breaks as index.chunk ("\r\n", a lone "\r", form feed, U+2028, ...), so a
+    # hit's start_line..end_line reads back as exactly the hit's text.
+    return text.splitlines()
 
 
 def _fit(lines: list[str], budget: int) -> tuple[str, int]:

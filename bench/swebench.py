@@ -1,0 +1,252 @@
+"""SWE-bench Lite, file level: the bridge's retrieval modes against two baselines, in one run.
+
+    python -m bench.swebench [QUESTIONS.jsonl] [--corpora DIR] [--mirrors DIR] [--work DIR]
+                             [--out-dir DIR] [--repos sympy,flask] [--build-only]
+
+Builds the missing trees (materialize.sh), indexes each base commit once (lexical + static
+vectors; see bench/swebench_trees.py), then ranks files for every question with:
+
+- lexical, vector, hybrid: `bridge search` modes (50 chunk hits, files in order of first hit);
+  `vector` is the dense-only-over-chunks baseline;
+- bm25_files: the SWE-bench paper's baseline, BM25 over whole files with a plain word tokenizer
+  (bench/bm25_files_baseline.py);
+- ranker:*: bench/file_ranking.py on the same index, with signals added one at a time.
+
+Writes OUT_DIR/swebench.json (every number, per question gold ranks) and OUT_DIR/swebench.md
+(tables for bench/RESULTS.md), and reports where recall@5 is lost: per repository, per query
+length and by whether the question names the gold file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.bm25_files_baseline import build_file_index, rank_files
+from bench.file_ranking import VARIANTS, FileRanker, extract_clues, mentioned_files
+from bench.swebench_trees import TreeJob, ensure_corpora, plan_jobs, prepare_indexes
+from bridge.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
+from index.embed import load_embedder
+from index.search import MAX_K, Searcher
+from index.store import default_home
+
+__all__ = ["MODES", "Record", "main", "run_job", "summarize"]
+
+DEFAULT_QUESTIONS = Path("/work/shared/bench/swebench_lite.jsonl")
+DEFAULT_CORPORA = Path("/work/corpora")
+DEFAULT_MIRRORS = Path("/work/mirrors")
+DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+SEARCH_MODES = ("lexical", "vector", "hybrid")
+RANKER_MODES = tuple(f"ranker:{name}" for name in VARIANTS)
+MODES = ("bm25_files", *SEARCH_MODES, *RANKER_MODES)
+BASELINES = ("bm25_files", "vector")
+KEEP = 50  # ranked files kept per question and mode
+LENGTH_BUCKETS = ((0, 500), (500, 1500), (1500, 4000), (4000, None))  # query bytes
+MAX_QUERY_BYTES = 1 << 20  # issue texts run to 25 KB; the CLI default (4 KB) would refuse them
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Record:
+    """The files each mode ranked for one question (best first, at most KEEP)."""
+
+    question: Question
+    tree: str
+    ranked: dict[str, tuple[str, ...]]
+    latency_ms: dict[str, float]
+    gold_named: bool  # the question names the gold file (path or dotted module)
+
+
+def _timed(call: Callable[[], Any]) -> tuple[Any, float]:
+    started = time.perf_counter()
+    value = call()
+    return value, (time.perf_counter() - started) * 1000
+
+
+def run_job(job: TreeJob, index_dir: Path, embedder: object) -> list[Record]:
+    """Rank files with every mode for the questions of one tree."""
+    searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES)
+    ranker = FileRanker(index_dir, embedder)
+    files = build_file_index(job.tree)
+    records = []
+    for question in job.questions:
+        ranked: dict[str, tuple[str, ...]] = {}
+        latency: dict[str, float] = {}
+        order, latency["bm25_files"] = _timed(lambda: rank_files(files, question.query))
+        ranked["bm25_files"] = tuple(order[:KEEP])
+        for mode in SEARCH_MODES:
+            result, latency[mode] = _timed(lambda: searcher.search(question.query, k=MAX_K, mode=mode))
+            ranked[mode] = tuple(ranked_files([hit.path for hit in result.hits])[:KEEP])
+        signals, took = _timed(lambda: ranker.signals(question.query))
+        for name, mode in zip(VARIANTS, RANKER_MODES):
+            order, fuse_ms = _timed(lambda: ranker.rank(signals, name))
+            ranked[mode], latency[mode] = tuple(order[:KEEP]), took + fuse_ms
+        named = {ranker.paths[i] for i in mentioned_files(extract_clues(question.query), ranker.paths)}
+        records.append(Record(question, job.name, ranked, latency, bool(named & set(question.gold_files))))
+    return records
+
+
+# --- summaries -----------------------------------------------------------------------------
+
+
+def _metrics(mode: str, records: Sequence[Record]) -> ModeMetrics:
+    return aggregate(mode, [QuestionResult(r.question, r.ranked[mode], (), r.latency_ms[mode]) for r in records])
+
+
+def _row(metrics: ModeMetrics) -> dict[str, float]:
+    keep = ("n", "recall_at_1", "recall_at_5", "recall_at_10", "mrr", "ndcg_at_10", "median_latency_ms")
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(metrics).items() if k in keep}
+
+
+def _bucket(size: int) -> str:
+    for low, high in LENGTH_BUCKETS:
+        if size >= low and (high is None or size < high):
+            return f"{low}-{high}" if high else f">={low}"
+    raise AssertionError(size)
+
+
+def _gold_rank(record: Record, mode: str) -> int | None:
+    gold = set(record.question.gold_files)
+    return next((i + 1 for i, path in enumerate(record.ranked[mode]) if path in gold), None)
+
+
+def summarize(records: Sequence[Record]) -> dict[str, Any]:
+    """Overall, per repository, macro, per query length and by gold-named, for every mode."""
+    repos = sorted({r.question.repo or "?" for r in records})
+    groups: dict[str, dict[str, list[Record]]] = {"per_repo": {}, "per_query_bytes": {}, "gold_named": {}}
+    for r in records:
+        groups["per_repo"].setdefault(r.question.repo or "?", []).append(r)
+        groups["per_query_bytes"].setdefault(_bucket(len(r.question.query.encode())), []).append(r)
+        groups["gold_named"].setdefault("named" if r.gold_named else "not named", []).append(r)
+    summary: dict[str, Any] = {"overall": {mode: _row(_metrics(mode, records)) for mode in MODES}}
+    for kind, by_key in groups.items():
+        summary[kind] = {key: {mode: _row(_metrics(mode, group)) for mode in MODES} for key, group in by_key.items()}
+    summary["macro"] = {
+        mode: {name: round(statistics.fmean(summary["per_repo"][repo][mode][name] for repo in repos), 4)
+               for name in ("recall_at_1", "recall_at_5", "recall_at_10", "mrr")}
+        for mode in MODES
+    }
+    best = max(BASELINES + ("lexical",), key=lambda m: summary["overall"][m]["recall_at_5"])
+    summary["targets"] = {
+        "hybrid_recall_at_5": summary["overall"]["hybrid"]["recall_at_5"],
+        "ranker_recall_at_5": summary["overall"]["ranker:all"]["recall_at_5"],
+        "best_single_retriever": best,
+        "best_single_recall_at_5": summary["overall"][best]["recall_at_5"],
+        "goal": "recall@5 >= 0.80 and >= best single retriever + 0.08",
+    }
+    return summary
+
+
+def _table(rows: dict[str, dict[str, float]], label: str) -> list[str]:
+    lines = [f"| {label} | n | R@1 | R@5 | R@10 | MRR | nDCG@10 | median ms |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, m in rows.items():
+        lines.append(f"| {name} | {m['n']} | {m['recall_at_1']:.3f} | {m['recall_at_5']:.3f} | {m['recall_at_10']:.3f} "
+                     f"| {m['mrr']:.3f} | {m['ndcg_at_10']:.3f} | {m['median_latency_ms']:.1f} |")
+    return lines
+
+
+def _r5_table(by_key: dict[str, dict[str, dict[str, float]]], label: str, modes: Sequence[str]) -> list[str]:
+    lines = [f"| {label} | n | " + " | ".join(modes) + " |", "|---|---:|" + "---:|" * len(modes)]
+    for key, per_mode in by_key.items():
+        cells = " | ".join(f"{per_mode[m]['recall_at_5']:.3f}" for m in modes)
+        lines.append(f"| {key} | {next(iter(per_mode.values()))['n']} | {cells} |")
+    return lines
+
+
+def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
+    main_modes = ("bm25_files", "lexical", "vector", "hybrid", "ranker:all")
+    t = summary["targets"]
+    lines = [
+        "## SWE-bench Lite, file-level retrieval",
+        "",
+        f"{meta['questions']} questions, {meta['trees']} trees; embedder `{meta['embedder']}`; "
+        f"run took {meta['seconds']:.0f} s (`{meta['command']}`).",
+        "",
+        *_table(summary["overall"], "mode (all questions)"),
+        "",
+        "Macro average over repositories (R@5): "
+        + ", ".join(f"{m} {summary['macro'][m]['recall_at_5']:.3f}" for m in main_modes) + ".",
+        "",
+        f"Target: {t['goal']}. Best single retriever: {t['best_single_retriever']} "
+        f"({t['best_single_recall_at_5']:.3f}); hybrid {t['hybrid_recall_at_5']:.3f}; "
+        f"ranker:all {t['ranker_recall_at_5']:.3f}.",
+        "",
+        "### Recall@5 per repository",
+        "",
+        *_r5_table(summary["per_repo"], "repository", main_modes),
+        "",
+        "### Recall@5 per query length (bytes)",
+        "",
+        *_r5_table(summary["per_query_bytes"], "query bytes", main_modes),
+        "",
+        "### Recall@5 by whether the question names the gold file",
+        "",
+        *_r5_table(summary["gold_named"], "gold file", main_modes),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _per_question(records: Sequence[Record]) -> list[dict[str, Any]]:
+    return [
+        {"id": r.question.id, "tree": r.tree, "gold_files": list(r.question.gold_files),
+         "query_bytes": len(r.question.query.encode()), "gold_named": r.gold_named,
+         "gold_rank": {mode: _gold_rank(r, mode) for mode in MODES},
+         "top5": {mode: list(r.ranked[mode][:5]) for mode in ("hybrid", "ranker:all")}}
+        for r in records
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("questions", nargs="?", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
+    parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    parser.add_argument("--work", type=Path, default=default_home() / "bench" / "swebench")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--repos", default="", help="comma-separated repository names (default: all)")
+    parser.add_argument("--build-only", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"{time.perf_counter() - started:7.1f}s {message}", file=sys.stderr, flush=True)
+
+    questions = load_questions(args.questions)
+    wanted = {name for name in args.repos.split(",") if name}
+    if wanted:
+        questions = [q for q in questions if (q.repo or "").split("/")[-1] in wanted]
+    jobs = plan_jobs(questions, args.corpora, args.mirrors)
+    ensure_corpora(jobs, args.questions, args.corpora, args.mirrors, progress)
+    embedder = load_embedder("static", cache_dir=default_home() / "models")
+    indexes = prepare_indexes(jobs, args.work, embedder, progress)
+    progress(f"{len(jobs)} trees indexed")
+    if args.build_only:
+        return 0
+    records: list[Record] = []
+    for number, job in enumerate(jobs, start=1):
+        records.extend(run_job(job, indexes[job.name], embedder))
+        progress(f"[{number}/{len(jobs)}] {job.name}: {len(job.questions)} question(s) ranked")
+    summary = summarize(records)
+    meta = {"questions": len(records), "trees": len(jobs), "embedder": getattr(embedder, "id", "static"),
+            "seconds": round(time.perf_counter() - started, 1),
+            "command": "python -m bench.swebench" + (f" --repos {args.repos}" if args.repos else "")}
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    report = {**meta, "modes": list(MODES), "variants": VARIANTS, **summary, "per_question": _per_question(records)}
+    (args.out_dir / "swebench.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    text = markdown(summary, meta)
+    (args.out_dir / "swebench.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

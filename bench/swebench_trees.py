@@ -1,0 +1,166 @@
+"""Corpus trees and their indexes for the SWE-bench benchmark (bench/swebench.py).
+
+Each base commit of a questions file is one tree under the corpora folder (built by
+`materialize.sh` when missing) and gets one index, kept under WORK/indexes/<tree> so that a rerun
+of the benchmark searches it again instead of rebuilding it.
+
+Building 137 trees one by one would chunk every file of every tree (sympy alone: 74 trees of
+~64k chunks, ~15 s each here). Instead the trees of one repository are visited in commit-time
+order and copied, file by file, into one live folder that a single index follows; the index
+build reuses the chunks and BM25 terms of every file whose bytes did not change and the
+embedding cache reuses their vectors, so each tree costs about what its diff to the previous
+one costs. The index of a tree is byte-for-byte what a fresh build of that tree would give.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bridge.evaluate import Question
+from index.build import BuildOptions, build_index, fill_vectors
+from index.store import IndexDir
+
+__all__ = [
+    "DONE_MARKER",
+    "TreeJob",
+    "commit_time",
+    "ensure_corpora",
+    "plan_jobs",
+    "prepare_indexes",
+    "sync_tree",
+    "tree_name",
+]
+
+DONE_MARKER = "bench-complete"
+MATERIALIZE = Path("/work/shared/bench/materialize.sh")
+EMBEDDER = "static"
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TreeJob:
+    """One base commit: its tree and the questions asked about it."""
+
+    repo: str
+    commit: str
+    tree: Path
+    questions: tuple[Question, ...]
+    committed_at: int  # unix time of the commit, 0 when no mirror says
+
+    @property
+    def name(self) -> str:
+        return self.tree.name
+
+
+def tree_name(question: Question) -> str:
+    if not question.repo or not question.base_commit:
+        raise ValueError(f"question {question.id} has no repo/base_commit to pick a tree")
+    return f"{question.repo.split('/')[-1]}@{question.base_commit[:12]}"
+
+
+def commit_time(mirrors: Path, repo: str, commit: str) -> int:
+    gitdir = mirrors / repo.replace("/", "+") / "repo"
+    if not gitdir.is_dir():
+        return 0
+    done = subprocess.run(
+        ["git", "--git-dir", str(gitdir), "log", "-1", "--format=%ct", commit],
+        capture_output=True, text=True, check=False,
+    )
+    return int(done.stdout.strip() or 0) if done.returncode == 0 else 0
+
+
+def plan_jobs(questions: Sequence[Question], corpora: Path, mirrors: Path) -> list[TreeJob]:
+    """One job per tree, grouped by repository and in commit-time order within each."""
+    groups: dict[str, list[Question]] = {}
+    for question in questions:
+        groups.setdefault(tree_name(question), []).append(question)
+    jobs = []
+    for name, group in groups.items():
+        first = group[0]
+        assert first.repo and first.base_commit
+        jobs.append(TreeJob(first.repo, first.base_commit, corpora / name, tuple(group),
+                            commit_time(mirrors, first.repo, first.base_commit)))
+    return sorted(jobs, key=lambda j: (j.repo, j.committed_at, j.name))
+
+
+def ensure_corpora(jobs: Sequence[TreeJob], questions_file: Path, corpora: Path, mirrors: Path,
+                   progress: Progress) -> None:
+    """Run materialize.sh when a tree is missing; it skips the trees already there."""
+    missing = [job.name for job in jobs if not job.tree.is_dir()]
+    if not missing:
+        return
+    progress(f"{len(missing)} trees missing (first {missing[0]}): running {MATERIALIZE}")
+    subprocess.run(["bash", str(MATERIALIZE), str(questions_file), str(corpora), str(mirrors)], check=True)
+    still = [job.name for job in jobs if not job.tree.is_dir()]
+    if still:
+        raise FileNotFoundError(f"{len(still)} trees still missing after materialize.sh (first {still[0]}): "
+                                f"check the mirrors under {mirrors}")
+
+
+def _files(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def sync_tree(source: Path, target: Path) -> int:
+    """Make `target` hold exactly the files of `source`; returns how many files were written or removed."""
+    target.mkdir(parents=True, exist_ok=True)
+    want, have = _files(source), _files(target)
+    changed = 0
+    for rel in sorted(have - want):
+        (target / rel).unlink()
+        changed += 1
+    for rel in sorted(want):
+        src, dst = source / rel, target / rel
+        if rel in have and filecmp.cmp(src, dst, shallow=False):
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.is_symlink() or dst.is_dir():
+            dst.unlink()
+        shutil.copyfile(src, dst, follow_symlinks=False)
+        changed += 1
+    for folder in sorted((p for p in target.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return changed
+
+
+def _keep(live_index: Path, kept: Path) -> None:
+    """Copy the live generation to `kept` (without the embedding cache), then mark it complete."""
+    generation = IndexDir(live_index).current()
+    scratch = kept.with_name(kept.name + ".tmp")
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(generation, scratch / generation.name)
+    (scratch / "CURRENT").write_text(generation.name + "\n", encoding="utf-8")
+    (scratch / DONE_MARKER).write_text("", encoding="utf-8")
+    shutil.rmtree(kept, ignore_errors=True)
+    os.replace(scratch, kept)
+
+
+def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: object, progress: Progress) -> dict[str, Path]:
+    """Index every tree once (lexical + static vectors); returns tree name -> kept index folder."""
+    kept: dict[str, Path] = {}
+    for number, job in enumerate(jobs, start=1):
+        target = work / "indexes" / job.name
+        kept[job.name] = target
+        if (target / DONE_MARKER).is_file():
+            continue
+        short = job.repo.split("/")[-1]
+        live, live_index = work / "live" / short, work / "live-index" / short
+        started = time.perf_counter()
+        changed = sync_tree(job.tree, live)
+        build = build_index(live, live_index, BuildOptions(embedder=EMBEDDER, lock_timeout=600))
+        fill = fill_vectors(live_index, embedder=embedder)
+        if not fill.complete:
+            raise RuntimeError(f"vectors of {job.name} are incomplete ({fill.embedded_chunks}/{fill.chunks})")
+        _keep(live_index, target)
+        progress(f"[{number}/{len(jobs)}] {job.name}: {changed} files synced, {build.chunks} chunks "
+                 f"({build.new_chunks} new, {fill.newly_embedded} embedded) in {time.perf_counter() - started:.1f}s")
+    return kept

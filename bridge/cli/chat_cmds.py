@@ -1,0 +1,257 @@
+"""`bridge ask` (one question) and `bridge chat` (a REPL): retrieve over MCP, plan the budget, answer.
+
+Without --server, an MCP server for --repo runs inside the process on a free loopback port with
+a random token. A repository without an index gets its BM25 index built first (seconds);
+`bridge chat` then fills in vectors in the background, `bridge ask` does not (run
+`bridge index REPO` once for hybrid search).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from bridge.cli.common import console, emit_json, fail, resolve_index
+from bridge.errors import BridgeError
+
+__all__ = ["register"]
+
+RepoOpt = typer.Option(None, "--repo", help="Repository to ask about (default: the current folder).")
+IndexDirOpt = typer.Option(
+    None, "--index-dir", help="Its index folder (default: one per repository under BRIDGE_HOME)."
+)
+ModelOpt = typer.Option(
+    None, "--model", help="A .gguf file (default: the bundled SmolLM2-135M-Instruct). [BRIDGE_MODEL]"
+)
+NCtxOpt = typer.Option(None, "--n-ctx", help="Context length (default: min(8192, trained context)). [BRIDGE_N_CTX]")
+KvBudgetOpt = typer.Option(
+    None, "--kv-budget", help="KV-cache bytes allowed, e.g. 256MiB; caps n_ctx. [BRIDGE_KV_BUDGET]"
+)
+CacheOpt = typer.Option(None, "--cache-type", help="KV cache type: f16 (default), q8_0 or q4_0. [BRIDGE_CACHE_TYPE]")
+GpuOpt = typer.Option(None, "--gpu-layers", help="Layers to offload: N or auto (default). [BRIDGE_GPU_LAYERS]")
+LlmUrlOpt = typer.Option(
+    None, "--llm-url", help="An OpenAI-compatible server instead of llama.cpp in process. [BRIDGE_LLM_URL]"
+)
+LlmModelOpt = typer.Option(None, "--llm-model", help="Model name sent to --llm-url. [BRIDGE_LLM_MODEL]")
+ServerOpt = typer.Option(
+    None, "--server", help="A running `bridge serve` MCP endpoint to search through. [BRIDGE_SERVER]"
+)
+TokenEnvOpt = typer.Option(None, "--token-env", help="Variable holding --server's bearer token. [BRIDGE_TOKEN_ENV]")
+KOpt = typer.Option(None, "-k", help="Hits to retrieve (default 5). [BRIDGE_K]")
+ModeOpt = typer.Option(None, "--mode", help="hybrid (default), lexical or vector. [BRIDGE_MODE]")
+SnippetOpt = typer.Option(
+    None, "--snippet-tokens", help="Tokens for retrieved code (default 600). [BRIDGE_SNIPPET_TOKENS]"
+)
+ReserveOpt = typer.Option(
+    None, "--answer-reserve", help="Tokens kept for the answer (default 512). [BRIDGE_ANSWER_RESERVE]"
+)
+ShowBudgetOpt = typer.Option(False, "--show-budget", help="Print the token and KV plan of each turn.")
+
+
+def _settings(**cli: Any) -> Any:
+    from bridge.config import load_settings
+
+    return load_settings(cli)
+
+
+@contextmanager
+def _session(repo: Path | None, index_dir: Path | None, settings: Any, *, chat: bool, quiet: bool) -> Iterator[Any]:
+    """A ChatSession with its retriever (and in-process server) and runtime, closed afterwards."""
+    from bridge.chat import ChatSession, McpRetriever, local_server, open_runtime
+
+    with ExitStack() as stack:
+        if settings.server is not None:
+            from bridge.server.auth import load_token
+
+            if index_dir is not None:
+                fail("--index-dir is for the in-process server: drop it when searching through --server", code=2)
+            token = load_token(settings.token_env)
+            target = str(repo.expanduser().resolve()) if repo is not None else None
+            retriever = stack.enter_context(McpRetriever(settings.server, token, target))
+        else:
+            from index.store import IndexDir
+
+            if repo is not None and not repo.is_dir():
+                fail(f"no folder at {repo}: pass the repository root with --repo")
+            root = (repo or Path.cwd()).expanduser().resolve()
+            _, where = resolve_index(root, index_dir)
+            if not IndexDir(where).exists() and not quiet:
+                later = "vectors follow in the background" if chat else f"run `bridge index {root}` for hybrid search"
+                console.print(f"{root} has no index yet: building its BM25 index now ({later})")
+            server = stack.enter_context(local_server(root, where, watch=chat, vectors_for_new_index=chat))
+            retriever = stack.enter_context(McpRetriever(server.url, server.token))
+        runtime = open_runtime(settings)
+        stack.callback(runtime.close)
+        if not quiet:
+            for note in runtime.info.notes:
+                console.print(note)
+        yield ChatSession(runtime, retriever, settings)
+
+
+def _plan_text(plan: Any) -> str:
+    from bridge.cli.model_cmds import human_bytes
+
+    s = plan.sections
+    cap = f" (KV budget {human_bytes(plan.kv_budget_bytes)} caps it at {plan.limit})" if plan.kv_budget_bytes else ""
+    kv = "KV unknown"
+    if plan.kv_bytes_per_token:
+        kv = f"KV {human_bytes(plan.kv_bytes)} at {plan.kv_bytes_per_token:,} B/token"
+    return (
+        f"budget: n_ctx {plan.n_ctx}{cap}; prompt {plan.prompt_tokens} tokens = system {s.system} + history "
+        f"{s.history} + snippets {s.snippets} ({len(plan.snippets)}) + question {s.question} + template "
+        f"{plan.template_tokens}; answer reserve {plan.answer_reserve}; {kv}"
+    )
+
+
+def _on_plan(show_budget: bool) -> Any:
+    def show(plan: Any) -> None:
+        if plan.notice:
+            console.print(f"[yellow]note: {plan.notice}[/]", markup=True)
+        if show_budget:
+            console.print(_plan_text(plan), style="dim")
+
+    return show
+
+
+def _stream(piece: str) -> None:
+    sys.stdout.write(piece)
+    sys.stdout.flush()
+
+
+def _print_sources(turn: Any) -> None:
+    if not turn.sources:
+        console.print("sources: none (nothing retrieved fit the snippet budget)")
+        return
+    console.print("sources:")
+    for s in turn.sources:
+        console.print(f"  {s.citation}  ({s.score:.4f})")
+
+
+def _print_timings(turn: Any) -> None:
+    g = turn.generation
+    cached = f", {g.cached_tokens} reused from cache" if g.cached_tokens else ""
+    console.print(
+        f"retrieval {turn.retrieval_ms:.0f} ms; prefill {g.prefill_ms:.0f} ms for {g.prompt_tokens} tokens "
+        f"({g.prefill_tokens_per_s:.0f} tok/s{cached}); decode {g.completion_tokens} tokens at "
+        f"{g.decode_tokens_per_s:.1f} tok/s; total {turn.total_ms:.0f} ms"
+    )
+
+
+def ask_cmd(
+    question: str = typer.Argument(..., help="The question about the repository."),
+    repo: Optional[Path] = RepoOpt,
+    index_dir: Optional[Path] = IndexDirOpt,
+    model: Optional[Path] = ModelOpt,
+    n_ctx: Optional[int] = NCtxOpt,
+    kv_budget: Optional[str] = KvBudgetOpt,
+    cache_type: Optional[str] = CacheOpt,
+    gpu_layers: Optional[str] = GpuOpt,
+    llm_url: Optional[str] = LlmUrlOpt,
+    llm_model: Optional[str] = LlmModelOpt,
+    server: Optional[str] = ServerOpt,
+    token_env: Optional[str] = TokenEnvOpt,
+    k: Optional[int] = KOpt,
+    mode: Optional[str] = ModeOpt,
+    snippet_tokens: Optional[int] = SnippetOpt,
+    answer_reserve: Optional[int] = ReserveOpt,
+    show_budget: bool = ShowBudgetOpt,
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON report to stdout instead of streaming."),
+) -> None:
+    """Answer one question about a repository with the local model; report sources, budget, timings."""
+    from bridge.chat import ask_report
+
+    settings = _settings(
+        model=model, n_ctx=n_ctx, kv_budget=kv_budget, cache_type=cache_type, gpu_layers=gpu_layers,
+        llm_url=llm_url, llm_model=llm_model, server=server, token_env=token_env, k=k, mode=mode,
+        snippet_tokens=snippet_tokens, answer_reserve=answer_reserve,
+    )
+    with _session(repo, index_dir, settings, chat=False, quiet=json_out) as session:
+        turn = session.ask(question, on_token=None if json_out else _stream, on_plan=_on_plan(show_budget))
+        if json_out:
+            emit_json(ask_report(turn, session.runtime))
+            return
+        sys.stdout.write("\n")
+        _print_sources(turn)
+        if not show_budget:
+            console.print(_plan_text(turn.plan), style="dim")
+        _print_timings(turn)
+
+
+HELP = "/sources: snippets of the last answer; /budget: its token plan; /reset: forget the history; /quit"
+
+
+def _repl(session: Any, show_budget: bool) -> None:
+    on_plan = _on_plan(show_budget)
+    while True:
+        try:
+            line = console.input("[bold]> [/]").strip()
+        except EOFError:
+            console.print()
+            return
+        if not line:
+            continue
+        if line in ("/quit", "/exit", "/q"):
+            return
+        last = session.last
+        if line in ("/sources", "/budget") and last is None:
+            console.print("no answer yet")
+        elif line == "/sources":
+            _print_sources(last)
+        elif line == "/budget":
+            console.print(_plan_text(last.plan))
+        elif line == "/reset":
+            session.reset()
+            console.print("history cleared")
+        elif line.startswith("/"):
+            console.print(f"unknown command {line}: {HELP}")
+        else:
+            try:
+                turn = session.ask(line, on_token=_stream, on_plan=on_plan)
+            except BridgeError as exc:
+                console.print(f"[bold red]error:[/] {exc}", markup=True)
+                continue
+            except KeyboardInterrupt:
+                console.print("\n(interrupted; this turn is not kept)")
+                continue
+            sys.stdout.write("\n")
+            console.print(f"[dim]{len(turn.sources)} sources; {turn.total_ms / 1000:.1f} s[/]", markup=True)
+
+
+def chat_cmd(
+    repo: Optional[Path] = RepoOpt,
+    index_dir: Optional[Path] = IndexDirOpt,
+    model: Optional[Path] = ModelOpt,
+    n_ctx: Optional[int] = NCtxOpt,
+    kv_budget: Optional[str] = KvBudgetOpt,
+    cache_type: Optional[str] = CacheOpt,
+    gpu_layers: Optional[str] = GpuOpt,
+    llm_url: Optional[str] = LlmUrlOpt,
+    llm_model: Optional[str] = LlmModelOpt,
+    server: Optional[str] = ServerOpt,
+    token_env: Optional[str] = TokenEnvOpt,
+    k: Optional[int] = KOpt,
+    mode: Optional[str] = ModeOpt,
+    snippet_tokens: Optional[int] = SnippetOpt,
+    answer_reserve: Optional[int] = ReserveOpt,
+    show_budget: bool = ShowBudgetOpt,
+) -> None:
+    """Chat about a repository: each turn retrieves code over MCP and answers within the budget."""
+    settings = _settings(
+        model=model, n_ctx=n_ctx, kv_budget=kv_budget, cache_type=cache_type, gpu_layers=gpu_layers,
+        llm_url=llm_url, llm_model=llm_model, server=server, token_env=token_env, k=k, mode=mode,
+        snippet_tokens=snippet_tokens, answer_reserve=answer_reserve,
+    )
+    with _session(repo, index_dir, settings, chat=True, quiet=False) as session:
+        info = session.runtime.info
+        console.print(f"model {info.model}, n_ctx {info.n_ctx}\n{HELP}")
+        _repl(session, show_budget)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ask")(ask_cmd)
+    app.command("chat")(chat_cmd)
