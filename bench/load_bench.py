@@ -1,6 +1,6 @@
 """Load benchmark of `bridge serve`: many MCP clients over Streamable HTTP while the index is rebuilt.
 
-    python bench/load_bench.py [--duration 60] [--clients 16] [--embedder static]
+    python bench/load_bench.py [--duration 60] [--clients 16] [--embedder static] [--mix search=0.7,read=0.3]
 
 1. Copies the CPython stdlib (`sysconfig.get_paths()["stdlib"]`, .py files only, without test
    folders, site-packages and a few large generated or legacy packages, about 10k chunks) to a
@@ -10,9 +10,9 @@
    driven explicitly so it runs the whole time) and measures its RSS once the index is loaded.
 3. Overhead: the same queries through `Searcher.search` in this process and through
    `search_code` over HTTP with one client, one at a time.
-4. Load: `--clients` MCP sessions call a 70/30 mix of `search_code` and `read_file` for
-   `--duration` seconds while one more client keeps editing a file and calling `refresh_index`.
-   The server's RSS is sampled every second.
+4. Load: `--clients` MCP sessions call a mix of `search_code`, `read_file` and `list_files`
+   (`--mix`, default 70/30 search/read) for `--duration` seconds while one more client keeps
+   editing a file and calling `refresh_index`. The server's RSS is sampled every second.
 
 Prints a table and writes bench/out/load.json. Targets: 0 errors, p99 <= 200 ms, RSS <= 800 MB,
 RSS growth between the first and last 10 s of the load <= 5 %.
@@ -92,10 +92,14 @@ def start_server(corpus: Path, index_dir: Path, audit: Path, token: str) -> tupl
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     assert proc.stderr is not None
     lines: list[str] = []
+    def drain() -> None:  # until the server exits; then the pipe is closed here, not left to the GC
+        lines.extend(proc.stderr)  # type: ignore[arg-type]
+        proc.stderr.close()  # type: ignore[union-attr]
+
     for line in proc.stderr:
         lines.append(line)
         if line.startswith("MCP endpoint: "):
-            threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+            threading.Thread(target=drain, daemon=True).start()
             return proc, line.split(": ", 1)[1].strip(), lines
     raise SystemExit("bridge serve did not start:\n" + "".join(lines))
 
@@ -158,17 +162,42 @@ async def overhead(url: str, token: str, index_dir: Path, n: int) -> dict:
             "overhead_p50_ms": round(pct(remote, 50) - pct(local, 50), 2)}
 
 
-async def one_client(url: str, token: str, files: list[str], deadline: float, seed: int, out: list[tuple]) -> None:
+DEFAULT_MIX = {"search": 0.7, "read": 0.3}
+GLOBS = ["**/*.py", "json/**", "*", "**/__init__.py", "http/*"]
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """`search=0.6,read=0.3,list=0.1` -> shares of each call kind (normalised to sum 1)."""
+    mix = {}
+    for part in text.split(","):
+        kind, _, share = part.partition("=")
+        if kind.strip() not in ("search", "read", "list"):
+            raise SystemExit(f"--mix: unknown call kind {kind!r}: use search, read and list")
+        mix[kind.strip()] = float(share)
+    total = sum(mix.values())
+    return {k: v / total for k, v in mix.items()}
+
+
+def pick_call(rng: random.Random, mix: dict[str, float], files: list[str]) -> tuple[str, dict]:
+    kind = rng.choices(list(mix), weights=list(mix.values()))[0]
+    if kind == "search":
+        return "search_code", {"query": rng.choice(QUERIES), "k": 5, "max_tokens": 600}
+    if kind == "read":
+        end = rng.randint(40, 200)
+        return "read_file", {"path": rng.choice(files), "start_line": 1, "end_line": end, "max_tokens": 800}
+    return "list_files", {"path_glob": rng.choice(GLOBS), "limit": 200}
+
+
+async def one_client(
+    url: str, token: str, files: list[str], deadline: float, seed: int, out: list[tuple],
+    mix: dict[str, float] = DEFAULT_MIX,
+) -> None:
     from bridge.server import connect
 
     rng = random.Random(seed)
     async with connect(url, token) as client:
         while time.monotonic() < deadline:
-            if rng.random() < 0.7:
-                kind, args = "search_code", {"query": rng.choice(QUERIES), "k": 5, "max_tokens": 600}
-            else:
-                end = rng.randint(40, 200)
-                kind, args = "read_file", {"path": rng.choice(files), "start_line": 1, "end_line": end, "max_tokens": 800}
+            kind, args = pick_call(rng, mix, files)
             t = time.perf_counter()
             try:
                 result = await client.call_tool(kind, args)
@@ -193,7 +222,10 @@ async def reindexer(url: str, token: str, corpus: Path, deadline: float, out: li
                 out.append(time.perf_counter() - t)
 
 
-async def load(url: str, token: str, pid: int, corpus: Path, clients: int, duration: float, reindex: bool) -> dict:
+async def load(
+    url: str, token: str, pid: int, corpus: Path, clients: int, duration: float, reindex: bool,
+    mix: dict[str, float] = DEFAULT_MIX,
+) -> dict:
     from bridge.server import connect
 
     async with connect(url, token) as client:
@@ -212,14 +244,15 @@ async def load(url: str, token: str, pid: int, corpus: Path, clients: int, durat
     deadline = start + duration
     sampler.start()
     churn = [reindexer(url, token, corpus, deadline, refreshes)] if reindex else []
-    await asyncio.gather(*churn, *(one_client(url, token, files, deadline, seed, samples) for seed in range(clients)))
+    await asyncio.gather(*churn, *(one_client(url, token, files, deadline, seed, samples, mix) for seed in range(clients)))
     stop.set()
     sampler.join()
     elapsed = time.monotonic() - start
     latencies = [s[2] for s in samples]
     errors = [s[3] for s in samples if s[3]]
-    first = [m for t, m in rss if t - start <= 10]
-    last = [m for t, m in rss if t >= deadline - 10]
+    window = min(10.0, duration / 3)  # first and last 10 s (a third of a short run)
+    first = [m for t, m in rss if t - start <= window]
+    last = [m for t, m in rss if t >= deadline - window]
     growth = (statistics.fmean(last) / statistics.fmean(first) - 1) * 100 if first and last else float("nan")
     return {
         "clients": clients, "duration_s": round(elapsed, 1), "calls": len(samples),
@@ -227,6 +260,8 @@ async def load(url: str, token: str, pid: int, corpus: Path, clients: int, durat
         "all": summary(latencies),
         "search_code": summary([s[2] for s in samples if s[1] == "search_code"]),
         "read_file": summary([s[2] for s in samples if s[1] == "read_file"]),
+        "list_files": summary([s[2] for s in samples if s[1] == "list_files"]),
+        "mix": mix,
         "reindexes": len(refreshes), "reindex_mean_s": round(statistics.fmean(refreshes), 2) if refreshes else None,
         "rss_first_10s_mb": round(statistics.fmean(first), 1) if first else None,
         "rss_last_10s_mb": round(statistics.fmean(last), 1) if last else None,
@@ -244,8 +279,10 @@ def table(result: dict) -> str:
         ("throughput", f"{ld['throughput_per_s']} calls/s ({ld['calls']} calls)"),
         ("errors", str(ld["errors"])),
     ]
-    for kind in ("all", "search_code", "read_file"):
+    for kind in ("all", "search_code", "read_file", "list_files"):
         s = ld[kind]
+        if not s["n"]:
+            continue
         rows.append((f"latency {kind}", f"p50 {s['p50_ms']} ms, p90 {s['p90_ms']} ms, p99 {s['p99_ms']} ms, max {s['max_ms']} ms"))
     rows += [
         ("search in-process", f"p50 {ov['in_process']['p50_ms']} ms, p99 {ov['in_process']['p99_ms']} ms"),
@@ -265,6 +302,8 @@ def main() -> None:
     parser.add_argument("--embedder", default="static", help="static (default), minilm or hash")
     parser.add_argument("--overhead-queries", type=int, default=100)
     parser.add_argument("--no-reindex", action="store_true", help="no re-index during the load (for comparison)")
+    parser.add_argument("--mix", type=parse_mix, default=DEFAULT_MIX,
+                        help="shares of call kinds, e.g. search=0.6,read=0.3,list=0.1 (default search=0.7,read=0.3)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "load.json")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bridge-load-"))
@@ -281,7 +320,9 @@ def main() -> None:
         print(f"server at {url}, RSS {loaded:.0f} MB; measuring overhead ...", file=sys.stderr)
         over = asyncio.run(overhead(url, token, index_dir, args.overhead_queries))
         print(f"load: {args.clients} clients for {args.duration:.0f} s ...", file=sys.stderr)
-        result_load = asyncio.run(load(url, token, proc.pid, corpus, args.clients, args.duration, not args.no_reindex))
+        result_load = asyncio.run(
+            load(url, token, proc.pid, corpus, args.clients, args.duration, not args.no_reindex, args.mix)
+        )
         result = {"index": info, "rss_after_load_mb": round(loaded, 1), "overhead": over, "load": result_load,
                   "rss_after_run_mb": round(rss_mb(proc.pid), 1), "cpus": os.cpu_count(),
                   "targets": {"errors": 0, "p99_ms": 200, "rss_mb": 800, "rss_growth_pct": 5}}

@@ -106,10 +106,14 @@ def _row(metrics: ModeMetrics) -> dict[str, float]:
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(metrics).items() if k in keep}
 
 
+def _label(low: int, high: int | None) -> str:
+    return f"{low}-{high}" if high else f">={low}"
+
+
 def _bucket(size: int) -> str:
     for low, high in LENGTH_BUCKETS:
         if size >= low and (high is None or size < high):
-            return f"{low}-{high}" if high else f">={low}"
+            return _label(low, high)
     raise AssertionError(size)
 
 
@@ -121,14 +125,19 @@ def _gold_rank(record: Record, mode: str) -> int | None:
 def summarize(records: Sequence[Record]) -> dict[str, Any]:
     """Overall, per repository, macro, per query length and by gold-named, for every mode."""
     repos = sorted({r.question.repo or "?" for r in records})
-    groups: dict[str, dict[str, list[Record]]] = {"per_repo": {}, "per_query_bytes": {}, "gold_named": {}}
+    groups: dict[str, dict[str, list[Record]]] = {
+        "per_repo": {},
+        "per_query_bytes": {_label(low, high): [] for low, high in LENGTH_BUCKETS},
+        "gold_named": {},
+    }
     for r in records:
         groups["per_repo"].setdefault(r.question.repo or "?", []).append(r)
         groups["per_query_bytes"].setdefault(_bucket(len(r.question.query.encode())), []).append(r)
         groups["gold_named"].setdefault("named" if r.gold_named else "not named", []).append(r)
     summary: dict[str, Any] = {"overall": {mode: _row(_metrics(mode, records)) for mode in MODES}}
     for kind, by_key in groups.items():
-        summary[kind] = {key: {mode: _row(_metrics(mode, group)) for mode in MODES} for key, group in by_key.items()}
+        summary[kind] = {key: {mode: _row(_metrics(mode, group)) for mode in MODES}
+                         for key, group in by_key.items() if group}
     summary["macro"] = {
         mode: {name: round(statistics.fmean(summary["per_repo"][repo][mode][name] for repo in repos), 4)
                for name in ("recall_at_1", "recall_at_5", "recall_at_10", "mrr")}

@@ -9,12 +9,14 @@ Building 137 trees one by one would chunk every file of every tree (sympy alone:
 order and copied, file by file, into one live folder that a single index follows; the index
 build reuses the chunks and BM25 terms of every file whose bytes did not change and the
 embedding cache reuses their vectors, so each tree costs about what its diff to the previous
-one costs. The index of a tree is byte-for-byte what a fresh build of that tree would give.
+one costs. The embedding cache of a repository (WORK/embeddings/<repo>.sqlite) is shared by all
+its trees and outlives code changes; the index of a tree is what a fresh build would give.
 """
 
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import os
 import shutil
 import subprocess
@@ -32,6 +34,7 @@ __all__ = [
     "TreeJob",
     "commit_time",
     "ensure_corpora",
+    "index_fingerprint",
     "plan_jobs",
     "prepare_indexes",
     "sync_tree",
@@ -132,35 +135,59 @@ def sync_tree(source: Path, target: Path) -> int:
     return changed
 
 
-def _keep(live_index: Path, kept: Path) -> None:
+def index_fingerprint(embedder: object) -> str:
+    """Identity of the code that builds indexes and of the embedder: a kept index made by other
+    code may have another format or other chunks, so it is rebuilt rather than trusted."""
+    import index
+
+    digest = hashlib.sha1(str(getattr(embedder, "id", embedder)).encode())
+    for source in sorted(Path(index.__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _keep(live_index: Path, kept: Path, fingerprint: str) -> None:
     """Copy the live generation to `kept` (without the embedding cache), then mark it complete."""
     generation = IndexDir(live_index).current()
     scratch = kept.with_name(kept.name + ".tmp")
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(generation, scratch / generation.name)
     (scratch / "CURRENT").write_text(generation.name + "\n", encoding="utf-8")
-    (scratch / DONE_MARKER).write_text("", encoding="utf-8")
+    (scratch / DONE_MARKER).write_text(fingerprint, encoding="utf-8")
     shutil.rmtree(kept, ignore_errors=True)
     os.replace(scratch, kept)
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
 def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: object, progress: Progress) -> dict[str, Path]:
     """Index every tree once (lexical + static vectors); returns tree name -> kept index folder."""
+    fingerprint = index_fingerprint(embedder)
     kept: dict[str, Path] = {}
     for number, job in enumerate(jobs, start=1):
         target = work / "indexes" / job.name
         kept[job.name] = target
-        if (target / DONE_MARKER).is_file():
+        if _read(target / DONE_MARKER) == fingerprint:
             continue
         short = job.repo.split("/")[-1]
         live, live_index = work / "live" / short, work / "live-index" / short
+        if _read(live_index / DONE_MARKER) != fingerprint:
+            # Chunks are reused by file content alone, so chunks made by other code must go.
+            shutil.rmtree(live_index, ignore_errors=True)
+            live_index.mkdir(parents=True)
+            (live_index / DONE_MARKER).write_text(fingerprint, encoding="utf-8")
         started = time.perf_counter()
         changed = sync_tree(job.tree, live)
         build = build_index(live, live_index, BuildOptions(embedder=EMBEDDER, lock_timeout=600))
-        fill = fill_vectors(live_index, embedder=embedder)
+        fill = fill_vectors(live_index, embedder=embedder, cache_path=work / "embeddings" / f"{short}.sqlite")
         if not fill.complete:
             raise RuntimeError(f"vectors of {job.name} are incomplete ({fill.embedded_chunks}/{fill.chunks})")
-        _keep(live_index, target)
+        _keep(live_index, target, fingerprint)
         progress(f"[{number}/{len(jobs)}] {job.name}: {changed} files synced, {build.chunks} chunks "
                  f"({build.new_chunks} new, {fill.newly_embedded} embedded) in {time.perf_counter() - started:.1f}s")
     return kept

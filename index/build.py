@@ -219,8 +219,12 @@ def fill_vectors(
     embedder: object | None = None,
     batch_size: int = 64,
     checkpoint_seconds: float = 5.0,
+    cache_path: Path | None = None,
 ) -> FillReport:
     """Embed the live generation's chunks that have no vector yet, publishing progress as it goes.
+
+    `cache_path` puts the embedding cache elsewhere than the index folder, so that many indexes
+    (e.g. one repository at many commits) share one cache.
 
     Vectors already in the cache are written at once; the rest are embedded in batches and the
     vector file is rewritten (atomically) every `checkpoint_seconds`, so searches use a growing
@@ -243,7 +247,7 @@ def fill_vectors(
     finally:
         table.close()
     hashes = [c.hash for c in chunks]
-    cache = EmbeddingCache(store.embeddings_path)
+    cache = EmbeddingCache(cache_path or store.embeddings_path)
     superseded = False
 
     def checkpoint(have: dict[str, np.ndarray]) -> int:

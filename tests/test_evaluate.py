@@ -270,3 +270,40 @@ def test_a_missing_or_empty_questions_file_is_an_error(tmp_path: Path) -> None:
 
 def test_questions_errors_belong_to_the_bridge_error_tree() -> None:
     assert issubclass(QuestionsError, BridgeError)
+
+
+# --- running a retriever and checking answers -----------------------------------------------
+
+
+def test_a_search_is_scored_by_first_hit_per_file_and_spans_up_to_the_cutoff() -> None:
+    from bridge.evaluate import score_search
+
+    question = Question("q", "x", ("b.py",))
+    hits = [Span("a.py", 1, 5), Span("b.py", 3, 9), Span("a.py", 20, 30)]
+    result = score_search(question, hits, 4.5, span_cutoff=2)
+    assert result.ranked_files == ("a.py", "b.py")
+    assert result.spans == (Span("a.py", 1, 5), Span("b.py", 3, 9))
+    assert result.latency_ms == 4.5
+
+
+def test_answer_contains_ignores_case_per_expected_string() -> None:
+    from bridge.evaluate import answer_contains
+
+    assert answer_contains("It uses an SQLite cache.", ["sqlite", "faiss"]) == (True, False)
+
+
+def test_answers_are_only_asked_for_questions_that_expect_strings_and_summarized_honestly() -> None:
+    from bridge.evaluate import check_answers, summarize_answers
+
+    questions = [
+        Question("a", "where?", ("a.py",), answer_contains=("alpha", "beta")),
+        Question("b", "what?", ("b.py",)),
+        Question("c", "how?", ("c.py",), answer_contains=("gamma",)),
+    ]
+    replies = {"where?": ("alpha only", 100, 10.0), "how?": ("Gamma!", 300, 30.0)}
+    checks = check_answers("retrieval", questions, lambda q: replies[q])
+    assert [c.question_id for c in checks] == ["a", "c"]
+    summary = summarize_answers("retrieval", checks)
+    assert summary.contains_rate == pytest.approx(2 / 3)
+    assert summary.all_contained_rate == pytest.approx(0.5)
+    assert (summary.mean_prompt_tokens, summary.median_total_ms) == (200.0, 20.0)

@@ -20,9 +20,9 @@ def _sizes(text: str | None) -> list[int] | None:
     try:
         sizes = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        fail(f"--sizes {text!r} is not a list of token counts: write e.g. 256,512,1024,2048")
+        fail(f"--sizes {text!r} is not a list of token counts: write e.g. 256,512,1024,2048", code=2)
     if len(sizes) < 4:
-        fail(f"--sizes needs at least 4 distinct prompt sizes (one is held out), got {len(sizes)}")
+        fail(f"--sizes needs at least 4 distinct prompt sizes (one is held out), got {len(sizes)}", code=2)
     return sizes
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from typing import IO, Any, Awaitable, Callable, Mapping
 __all__ = ["AuditLog", "AuditMiddleware", "AuditRecord", "default_audit_path", "redact_args", "result_count"]
 
 _MAX_STRING = 200
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def default_audit_path() -> Path:
@@ -73,7 +75,9 @@ class AuditRecord:
             "latency_ms": round(self.latency_ms, 3),
             "error": self.error,
         }
-        return json.dumps(data, ensure_ascii=False, default=str)
+        text = json.dumps(data, ensure_ascii=False, default=str)
+        # A lone surrogate is valid in a JSON string but cannot be written as UTF-8: escape it.
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class AuditLog:
