@@ -7,7 +7,7 @@
    default of `bridge index` and loads torch into every process that embeds a query).
 2. Runs `bridge ask QUESTION --repo COPY --index-dir INDEX` as a subprocess, as a user would:
    time to first token from the command's start (loading the model, starting the in-process
-   MCP server, retrieving, prefilling) and the process's peak RSS (ru_maxrss from wait4).
+   MCP server, retrieving, prefilling) and the process's peak RSS (VmHWM, followed while it runs).
 3. In this process, the same run: one turn of the chat loop (retrieve over MCP, plan, generate)
    with n_ctx 8192, then `measure_prefill(FULL)` on the same runtime: the prefill time of the
    budgeted retrieval prompt against that of a full-context prompt of FULL tokens (measured once).
@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -54,6 +55,23 @@ def build(corpus: Path, index_dir: Path, embedder: str) -> dict:
             "build_s": round(time.perf_counter() - t0, 1)}
 
 
+def peak_rss_mb(pid: int, done: threading.Event, out: list[float]) -> None:
+    """Follow VmHWM (the high-water mark of this process's own memory) until the process ends.
+
+    Not ru_maxrss from wait4: Linux carries the parent's high-water mark across fork and exec
+    into the child's, so a child of a large parent (this one, after indexing) reads as large.
+    """
+    while not done.is_set():
+        try:
+            text = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return
+        for line in text.splitlines():
+            if line.startswith("VmHWM:"):
+                out.append(int(line.split()[1]) / 1024)
+        done.wait(0.05)
+
+
 def ask_subprocess(corpus: Path, index_dir: Path, question: str) -> dict:
     """`bridge ask` as a user runs it: time to its first answer byte on stdout, and its peak RSS."""
     command = [sys.executable, "-m", "bridge", "ask", question, "--repo", str(corpus), "--index-dir", str(index_dir)]
@@ -62,12 +80,16 @@ def ask_subprocess(corpus: Path, index_dir: Path, question: str) -> dict:
         start = time.perf_counter()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, cwd=ROOT, env=env)
         assert proc.stdout is not None
+        done, marks = threading.Event(), []
+        watcher = threading.Thread(target=peak_rss_mb, args=(proc.pid, done, marks), daemon=True)
+        watcher.start()
         first = proc.stdout.read(1)
         first_at = time.perf_counter()
         rest = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc.wait()
         end = time.perf_counter()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        done.set()
+        watcher.join()
         err.seek(0)
         stderr = err.read()
     if proc.returncode != 0 or not first:
@@ -76,7 +98,7 @@ def ask_subprocess(corpus: Path, index_dir: Path, question: str) -> dict:
         "command": shlex.join(["bridge", *command[3:]]),
         "ttft_ms": round((first_at - start) * 1000, 1),
         "wall_s": round(end - start, 2),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux reports KiB
+        "peak_rss_mb": round(max(marks, default=0.0), 1),
         "answer": (first + rest).decode("utf-8", "replace").strip(),
         "report": stderr.strip().splitlines()[-4:],
     }

@@ -1,21 +1,25 @@
 """File-level ranking for issue-style questions, built on an index's own BM25 and vectors.
 
 `bridge search` ranks chunks; a question such as a bug report asks "which file?". This ranker
-turns the same index into a file ranking with four signals, fused by weighted reciprocal rank
+turns the same index into a file ranking with these signals, fused by weighted reciprocal rank
 (score = Σ weight / (RRF_K + rank), the fusion the index itself uses for chunks):
 
 - lexical: a file's best chunk BM25 score for the whole question (code-aware terms);
-- dense: a file's best chunk cosine among the nearest chunks to the question;
+- whole_files: BM25 over whole files with a plain word tokenizer, given by the caller
+  (bench/bm25_files_baseline.py): it rewards a file whose vocabulary covers the whole report;
 - mentions: files the question names, as a path (tracebacks: `File ".../pkg/mod.py"`) or as a
   dotted module (`from pkg.mod import f`, `pkg.mod.Class`), most-mentioned first;
 - definitions: files that define identifiers the question uses in code (backticks, code blocks,
-  tracebacks, or names shaped like code), weighted by how rare each definition is (idf).
+  tracebacks, or names shaped like code), weighted by how rare each definition is (idf);
+- dense: a file's best chunk cosine among the nearest chunks to the question (reported as an
+  ablation only: with the static embedder it lowers recall on issue-length questions).
 
-Tests, docs and examples ("auxiliary" files) have their fused score multiplied by
-AUXILIARY_FACTOR unless the question names them: a report of wrong behaviour is answered by the
-implementation, and test files repeat the implementation's vocabulary. Nothing here is tuned to
-individual questions; the constants are round numbers, and bench/swebench.py reports each
-signal's contribution (ablation) beside the product's own modes.
+Auxiliary files (tests, docs, examples, and files in no programming language) have their fused
+score multiplied by AUXILIARY_FACTOR unless the question names them: a report of wrong behaviour
+is answered by the implementation, and tests and docs repeat the implementation's vocabulary.
+Nothing here is tuned to individual questions; the constants are round numbers (0.25 and 0.5
+give the same recall), and bench/swebench.py reports every variant below beside the product's
+own modes.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from index.languages import language_for
 from index.lexical import LexicalIndex
 from index.store import ChunkTable, IndexDir
 from index.tokenize import terms
@@ -52,14 +57,16 @@ RRF_K = 60
 AUXILIARY_FACTOR = 0.5
 DENSE_CHUNKS = 1000  # nearest chunks looked at for the dense file ranking
 MAX_MATCHES = 3  # a mention matching more files than this is too vague to count
-# Signal weights of each reported variant; "all" is the full ranker.
-VARIANTS: dict[str, dict[str, float]] = {
-    "files": {"lexical": 1.0, "dense": 1.0},
-    "files+mentions": {"lexical": 1.0, "dense": 1.0, "mentions": 1.0},
-    "files+mentions+defs": {"lexical": 1.0, "dense": 1.0, "mentions": 1.0, "definitions": 1.0},
-    "all": {"lexical": 1.0, "dense": 1.0, "mentions": 1.0, "definitions": 1.0},
+# Each reported variant: signal weights, and whether auxiliary files are demoted. Signals are
+# added one at a time up to "all"; "all+dense" shows what the dense signal does.
+_CORE = {"lexical": 1.0, "whole_files": 1.0, "mentions": 1.0, "definitions": 1.0}
+VARIANTS: dict[str, tuple[dict[str, float], bool]] = {
+    "lexical+files": ({"lexical": 1.0, "whole_files": 1.0}, False),
+    "+mentions": ({"lexical": 1.0, "whole_files": 1.0, "mentions": 1.0}, False),
+    "+definitions": (_CORE, False),
+    "all": (_CORE, True),
+    "all+dense": ({**_CORE, "dense": 1.0}, True),
 }
-_DEMOTE = {"all"}  # variants that apply the auxiliary-file factor
 
 _PATH = re.compile(
     r"[\w.\-/\\]*[\w\-]+\.(?:py|pyx|pxd|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|java|rb|rst|md|txt|cfg|toml|ini|ya?ml|json)\b"
@@ -74,7 +81,9 @@ _CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.M)
 _DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class|function|func|fn|struct|enum|trait|interface)[ \t]+([A-Za-z_]\w*)", re.M)
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _DOC_DIRS = frozenset({"doc", "docs", "example", "examples", "benchmarks", "bench"})
-_DOC_SUFFIXES = (".rst", ".md", ".txt")
+# Languages of prose and data rather than code (None: the name says nothing, e.g. CHANGES).
+_NOT_CODE = frozenset({None, "markdown", "rst", "text", "latex", "json", "yaml", "toml", "ini", "xml", "html",
+                       "css", "scss", "less"})
 
 
 @dataclass(frozen=True)
@@ -109,14 +118,14 @@ def extract_clues(query: str) -> QueryClues:
 
 
 def is_auxiliary(path: str) -> bool:
-    """Tests, documentation and examples: files that describe code rather than implement it."""
+    """Tests, documentation, examples and non-code files: they describe code rather than implement it."""
     parts = path.lower().split("/")
     name = parts[-1]
     if any(p in _TEST_DIRS for p in parts[:-1]) or parts[0] in _DOC_DIRS:
         return True
     if name.startswith("test_") or name.endswith("_test.py") or name in ("conftest.py", "tests.py"):
         return True
-    return name.endswith(_DOC_SUFFIXES)
+    return language_for(path) in _NOT_CODE
 
 
 def _suffix_matches(mention: str, by_suffix: Mapping[str, Sequence[int]]) -> Sequence[int]:
@@ -223,9 +232,11 @@ class FileRanker:
             table.close()
         self._definitions = definitions_of([c.text for c in chunks], [c.symbol for c in chunks], chunk_file.tolist())
         self._suffixes = _suffix_table(self.paths)
+        self._number = {path: i for i, path in enumerate(self.paths)}
         self._auxiliary = frozenset(i for i, p in enumerate(self.paths) if is_auxiliary(p))
 
-    def signals(self, query: str) -> Signals:
+    def signals(self, query: str, whole_files: Sequence[str] = ()) -> Signals:
+        """Every signal's ranking; `whole_files` is a whole-file ranking (paths) made elsewhere."""
         n = len(self.paths)
         lexical = _best_per_file(self._lexical.scores(terms(query)), self._chunk_file, n)
         lex_order = [int(i) for i in np.argsort(-lexical, kind="stable") if lexical[i] > 0]
@@ -243,11 +254,13 @@ class FileRanker:
                 "dense": dense_order,
                 "mentions": mentions,
                 "definitions": defined_files(clues, self._definitions, n),
+                "whole_files": [self._number[p] for p in whole_files if p in self._number],
             },
             named=frozenset(mentions),
         )
 
     def rank(self, signals: Signals, variant: str = "all") -> list[str]:
-        demoted = self._auxiliary - signals.named if variant in _DEMOTE else frozenset()
-        order = fuse(signals.rankings, VARIANTS[variant], demoted, AUXILIARY_FACTOR)
+        weights, demote = VARIANTS[variant]
+        demoted = self._auxiliary - signals.named if demote else frozenset()
+        order = fuse(signals.rankings, weights, demoted, AUXILIARY_FACTOR)
         return [self.paths[i] for i in order]

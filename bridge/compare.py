@@ -50,7 +50,7 @@ __all__ = [
 
 GIB = 1 << 30
 GPU_MEMORY_GIB = (16, 24, 80)
-DEFAULT_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 1.0)  # of n_ctx, for the prefill sizes
+DEFAULT_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)  # of n_ctx; ~16k tokens in all at 8192
 EXACT_COUNT_BYTES = 16 << 20  # repositories larger than this are counted on a random sample
 SAMPLE_BYTES = 4 << 20
 DEFAULT_SAMPLE_QUESTIONS = (

@@ -207,6 +207,11 @@ def test_an_unreachable_server_is_a_chat_error() -> None:
         McpRetriever("http://127.0.0.1:9/mcp", timeout=20)
 
 
+def test_a_warm_up_search_returns_at_once_and_leaves_the_session_usable(retriever: McpRetriever) -> None:
+    retriever.warm_up("lexical")
+    assert retriever.search("retry", k=2, max_tokens=600, mode="lexical").hits[0].path == "src/retry.py"
+
+
 def test_the_local_server_builds_a_missing_index_and_searches_it(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "fresh")
     with local_server(repo, tmp_path / "index") as server, McpRetriever(server.url, server.token) as r:

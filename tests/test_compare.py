@@ -75,7 +75,7 @@ def test_holding_a_size_out_needs_four_sizes() -> None:
 
 def test_prefill_sizes_are_distinct_and_end_at_n_ctx() -> None:
     sizes = prefill_sizes(8192)
-    assert sizes == [512, 1024, 2048, 4096, 6144, 8192]
+    assert sizes == [512, 1024, 2048, 4096, 8192]
     assert len(prefill_sizes(64)) >= 4 and max(prefill_sizes(64)) == 64
 
 

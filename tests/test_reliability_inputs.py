@@ -36,7 +36,7 @@ def _write(root: Path, rel: str, data: bytes | str) -> None:
     path.write_bytes(data.encode() if isinstance(data, str) else data)
 
 
-def _hostile_repo(base: Path, git: bool) -> Path:
+def hostile_repo(base: Path, git: bool) -> Path:
     outside = base / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text(f"def leaked():\n    return '{OUTSIDE}'\n")
@@ -109,7 +109,7 @@ def hostile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         mp.setenv("BRIDGE_HOME", str(base / "home"))
         mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
         mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        root = _hostile_repo(base, request.param == "git")
+        root = hostile_repo(base, request.param == "git")
         mp.setattr(discover_module.os, "open", _flaky_open(root))
         index_dir = base / "index"
         started = time.perf_counter()
@@ -146,7 +146,7 @@ def test_only_text_files_inside_the_root_and_outside_the_secret_rules_are_indexe
 def test_every_chunk_stays_within_its_file_and_the_token_bound(hostile: tuple) -> None:
     _, index_dir, _, _ = hostile
     searcher = Searcher(index_dir)
-    chunks = searcher._gen.table.all()  # type: ignore[union-attr]
+    chunks = list(searcher.read_chunks(list(range(searcher.manifest.chunks))).values())
     assert chunks
     for c in chunks:
         assert 1 <= c.start_line <= c.end_line, c.path
@@ -258,7 +258,8 @@ def test_a_50_mb_text_file_indexes_when_the_size_limit_allows_it(tmp_path: Path)
     root = tmp_path / "big"
     line = "def step_{0}(value):\n    return value * {0} + 1\n\n"
     _write(root, "big.py", "".join(line.format(i) for i in range(BIG // 50)))
-    options = BuildOptions(embedder=None, selection=Selection(max_file_bytes=BIG + 1))
+    assert (root / "big.py").stat().st_size >= BIG
+    options = BuildOptions(embedder=None, selection=Selection(max_file_bytes=2 * BIG))
     report = build_index(root, tmp_path / "index", options)
     assert report.files == 1 and report.chunks > 1000
     assert Searcher(tmp_path / "index").search("step_777777", k=1, mode="lexical").hits

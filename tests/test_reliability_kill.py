@@ -56,7 +56,7 @@ def strike() -> None:
 
 
 def progress(p) -> None:
-    if point == "progress:" + p.stage:
+    if point == "progress:" + p.stage or (point == f"progress:{p.stage}:done" and p.done == p.total):
         strike()
 
 
@@ -91,7 +91,7 @@ class KillPoint:
 KILL_POINTS = [
     KillPoint("after discovery", "progress:discover"),
     KillPoint("after the first 50 files are chunked", "progress:chunk"),
-    KillPoint("after all files are chunked", "progress:chunk", nth=3),
+    KillPoint("after all files are chunked", "progress:chunk:done"),
     KillPoint("after BM25 is built in memory", "progress:lexical"),
     KillPoint("before the chunk table is written", "write_chunks", "before", evidence="g*.tmp"),
     KillPoint("after the chunk table is written", "write_chunks", "after", evidence="g*.tmp/chunks.sqlite"),
@@ -134,14 +134,8 @@ def _write_repo(root: Path, version: int) -> None:
 
 def _answers(index_dir: Path) -> list[object]:
     searcher = Searcher(index_dir)
-    try:
-        out = []
-        for q in QUERIES:
-            result = searcher.search(q, k=5, mode="lexical")
-            out.append([(h.path, h.start_line, h.end_line, h.text) for h in result.hits])
-        return out
-    finally:
-        searcher._gen.table.close()  # type: ignore[union-attr]
+    results = [searcher.search(q, k=5, mode="lexical") for q in QUERIES]
+    return [[(h.path, h.start_line, h.end_line, h.text) for h in r.hits] for r in results]
 
 
 def _complete(root: Path, index_dir: Path) -> None:
@@ -180,7 +174,7 @@ def test_there_are_twenty_distinct_kill_points() -> None:
     assert len({(k.point, k.when, k.nth) for k in KILL_POINTS}) == 20
 
 
-def _leftovers(index_dir: Path) -> list[str]:
+def leftovers(index_dir: Path) -> list[str]:
     """Anything under the index folder that a finished, idle index does not consist of."""
     allowed_top = {"CURRENT", "write.lock", "embeddings.sqlite"}
     allowed_gen = {"manifest.json", "chunks.sqlite", "lexical", "vectors.faiss", "vectors.json"}
@@ -217,6 +211,6 @@ def test_a_kill_leaves_a_working_index_and_a_rerun_completes_without_leftovers(
     assert _answers(index_dir) == world.new
     searcher = Searcher(index_dir)
     assert searcher.embedded_chunks() == searcher.manifest.chunks
-    assert _leftovers(index_dir) == []
+    assert leftovers(index_dir) == []
     assert len([g for g in index_dir.glob("g*") if g.is_dir()]) <= 2
 

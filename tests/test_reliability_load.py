@@ -20,7 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = int(os.environ.get("BRIDGE_LOAD_CLIENTS", "4"))
 SECONDS = float(os.environ.get("BRIDGE_LOAD_SECONDS", "6"))
-P99_MS = float(os.environ.get("BRIDGE_LOAD_P99_MS", "200"))
+# The target is p99 <= 200 ms (checked by the full run in bench/); CI shares its cores with other
+# jobs, so here the bound is looser and catches only gross regressions.
+P99_MS = float(os.environ.get("BRIDGE_LOAD_P99_MS", "400"))
 
 
 def load_bench() -> ModuleType:

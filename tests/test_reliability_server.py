@@ -12,7 +12,6 @@ import json
 import logging
 import socket
 import time
-from pathlib import Path
 from typing import Iterator
 
 import anyio
@@ -46,21 +45,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
             running.stop()
 
 
-def _hung_up(record: logging.LogRecord) -> bool:
-    """The MCP SDK logs a client that left mid-body at ERROR with a traceback; it is the client's doing."""
-    from starlette.requests import ClientDisconnect
-
-    return record.exc_info is not None and isinstance(record.exc_info[1], ClientDisconnect)
-
-
 @pytest.fixture
-def server_errors(caplog: pytest.LogCaptureFixture) -> Iterator[list[logging.LogRecord]]:
-    """Error records the server logs during the test (uvicorn logs a crashed request this way)."""
+def server_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Fails the test if the server logs an error meanwhile (uvicorn and the SDK log a crashed request)."""
     caplog.set_level(logging.WARNING)
-    records: list[logging.LogRecord] = []
-    yield records
-    records += [r for r in caplog.records if r.levelno >= logging.ERROR and not _hung_up(r)]
-    assert not records, [r.getMessage() for r in records]
+    yield
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
 
 
 def _address(server: RunningServer) -> tuple[str, int]:
@@ -110,10 +101,12 @@ def _call(n: int, tool: str, arguments: dict) -> dict:
 # --- rough clients -------------------------------------------------------------------------------
 
 
-# The SDK leaves the streams of a request whose client left unclosed; they are garbage (no growth
-# in bench/reliability.py), but their finaliser warns, and pytest would turn the warning into an error.
+# No ERROR either: the SDK's traceback for a departed client is filtered out (bridge.server.app),
+# since formatting it stalled the event loop ~60 ms per client. The SDK leaves that request's
+# streams unclosed; they are garbage (no RSS growth in bench/reliability.py burst), but their
+# finaliser warns, and pytest would turn the warning into an error.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_clients_that_hang_up_mid_request_leave_the_server_serving(server: RunningServer, server_errors: list) -> None:
+def test_clients_that_hang_up_mid_request_leave_the_server_serving(server: RunningServer, server_errors: None) -> None:
     session = _session(server)
     for n in range(40):
         call = _call(100 + n, "search_code", {"query": "handler response", "k": 50, "max_tokens": 20000})
@@ -127,7 +120,7 @@ def test_clients_that_hang_up_mid_request_leave_the_server_serving(server: Runni
     _still_serves(server)
 
 
-def test_a_client_that_resets_the_connection_mid_response_does_no_harm(server: RunningServer, server_errors: list) -> None:
+def test_a_client_that_resets_the_connection_mid_response_does_no_harm(server: RunningServer, server_errors: None) -> None:
     session = _session(server)
     for n in range(10):
         body = json.dumps(_call(200 + n, "read_file", {"path": "src/server.py", "max_tokens": 20000})).encode()
@@ -139,7 +132,7 @@ def test_a_client_that_resets_the_connection_mid_response_does_no_harm(server: R
     _still_serves(server)
 
 
-def test_slow_clients_that_trickle_their_request_do_not_hold_up_others(server: RunningServer, server_errors: list) -> None:
+def test_slow_clients_that_trickle_their_request_do_not_hold_up_others(server: RunningServer, server_errors: None) -> None:
     request = _request(server, json.dumps(INIT).encode())
     slow = [socket.create_connection(_address(server), timeout=30) for _ in range(50)]
     try:
@@ -167,7 +160,7 @@ def _read_status(sock: socket.socket) -> int:
     return int(data.split(b" ", 2)[1])
 
 
-def test_a_burst_of_a_thousand_calls_is_answered_without_an_error(server: RunningServer, server_errors: list) -> None:
+def test_a_burst_of_a_thousand_calls_is_answered_without_an_error(server: RunningServer, server_errors: None) -> None:
     queries = ["parse_config", "handler_7 response", "Loader load", "guide settings", "README demo"]
 
     async def one_session(n: int) -> list[object]:
@@ -235,7 +228,7 @@ def test_only_the_exact_token_opens_the_door(server: RunningServer, case: str, h
     assert _status(server, headers) == status, case
 
 
-def test_a_huge_authorization_header_is_refused_and_the_server_stays_up(server: RunningServer, server_errors: list) -> None:
+def test_a_huge_authorization_header_is_refused_and_the_server_stays_up(server: RunningServer, server_errors: None) -> None:
     assert _status(server, {"Authorization": "Bearer " + "A" * 200_000}) in (0, 400, 401, 431)
     _still_serves(server)
 
@@ -259,7 +252,7 @@ def test_a_foreign_origin_or_host_is_refused_even_with_the_token(server: Running
     assert _status(server, {"Authorization": f"Bearer {TOKEN}", **headers}) == status
 
 
-def test_a_request_over_the_size_limit_gets_413_and_the_server_stays_up(server: RunningServer, server_errors: list) -> None:
+def test_a_request_over_the_size_limit_gets_413_and_the_server_stays_up(server: RunningServer, server_errors: None) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}"}
     assert _status(server, auth, b" " * (BODY_LIMIT + 1)) == 413
 
@@ -273,7 +266,7 @@ def test_a_request_over_the_size_limit_gets_413_and_the_server_stays_up(server: 
 
 
 def test_a_tool_argument_just_under_the_size_limit_is_a_tool_error_not_a_crash(
-    server: RunningServer, server_errors: list
+    server: RunningServer, server_errors: None
 ) -> None:
     session = _session(server)
     call = _call(9, "search_code", {"query": "q" * (BODY_LIMIT - 1024)})
@@ -288,9 +281,9 @@ def test_a_tool_argument_just_under_the_size_limit_is_a_tool_error_not_a_crash(
     "body",
     [b"", b"{", b"null", b"[]", b'{"jsonrpc": "2.0"}', b"\xff\xfe\x00", b'{"jsonrpc":"2.0","id":1,"method":"x"}'],
 )
-def test_malformed_json_rpc_is_refused_cleanly(server: RunningServer, server_errors: list, body: bytes) -> None:
+def test_malformed_json_rpc_is_refused_cleanly(server: RunningServer, server_errors: None, body: bytes) -> None:
     assert 400 <= _status(server, {"Authorization": f"Bearer {TOKEN}"}, body) < 500
 
 
-def test_the_server_is_alive_after_all_of_it(server: RunningServer, tmp_path: Path) -> None:
+def test_the_server_is_alive_after_all_of_it(server: RunningServer) -> None:
     _still_serves(server)

@@ -27,16 +27,10 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from bridge.cli import index_cmds
+    # Each module imports its heavy dependencies inside its commands, so this stays fast.
+    from bridge.cli import chat_cmds, compare_cmds, eval_cmds, index_cmds, model_cmds, serve_cmds
 
-    index_cmds.register(app)
-    for name in ("serve_cmds", "chat_cmds", "model_cmds", "compare_cmds", "eval_cmds"):
-        try:
-            module = __import__(f"bridge.cli.{name}", fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"bridge.cli.{name}":
-                raise
-            continue
+    for module in (index_cmds, serve_cmds, chat_cmds, model_cmds, compare_cmds, eval_cmds):
         module.register(app)
 
 

@@ -83,8 +83,10 @@ def _session(repo: Path | None, index_dir: Path | None, settings: Any, *, chat: 
             if not IndexDir(where).exists() and not quiet:
                 later = "vectors follow in the background" if chat else f"run `bridge index {root}` for hybrid search"
                 console.print(f"{root} has no index yet: building its BM25 index now ({later})")
-            server = stack.enter_context(local_server(root, where, watch=chat, vectors_for_new_index=chat))
+            server = stack.enter_context(local_server(root, where, live=chat))
             retriever = stack.enter_context(McpRetriever(server.url, server.token))
+            if not chat:  # a chat's server warms itself up in the background
+                retriever.warm_up(settings.mode)
         runtime = open_runtime(settings)
         stack.callback(runtime.close)
         if not quiet:

@@ -58,7 +58,7 @@ def compare_cmd(
     cache_type: str = typer.Option("f16", "--cache-type", help="KV cache type for the headline numbers: f16, q8_0 or q4_0."),
     kv_budget: Optional[str] = typer.Option(None, "--kv-budget", help="KV-cache bytes allowed, e.g. 256MiB."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Prefill sizes in tokens, e.g. 512,1024,2048,4096 (default: 1/16..1 of n_ctx)."),
-    repeats: int = typer.Option(2, "--repeats", min=1, help="Prefill runs per size; the fastest counts."),
+    repeats: int = typer.Option(1, "--repeats", min=1, help="Prefill runs per size; the fastest counts."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="Hits retrieved per question."),
     snippet_tokens: int = typer.Option(600, "--snippet-tokens", min=0, help="Tokens for retrieved code."),
     answer_reserve: int = typer.Option(512, "--answer-reserve", min=1, help="Tokens kept for the answer."),
