@@ -181,9 +181,10 @@ def local_server(repo: Path, index_dir: Path | None = None, *, live: bool = Fals
 
     A missing index is built first (BM25, synchronously). `live` (for a chat) also re-indexes on
     file changes and fills in missing vectors in the background. Without it (one question) the
-    index is searched as it is, hybrid when it has vectors: the server's background fill loads a
-    second copy of the embedder and rereads every vector, which took `bridge ask` from about 1 GB
-    to 1.8 GB of peak RSS on a 10k-chunk MiniLM index, for work a one-shot process cannot finish.
+    index is searched as it is, hybrid when it has vectors: the server's background fill would
+    load a second copy of the embedder, reread every chunk and vector and rewrite the vector file
+    (measured: 1,045-1,070 MB peak RSS for `bridge ask` on a 10k-chunk MiniLM index, against
+    958-984 MB without), work a one-shot process has no time to finish anyway.
     """
     import secrets
 

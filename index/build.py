@@ -240,6 +240,9 @@ def fill_vectors(
     manifest = store.manifest(gen)
     if manifest.embedder is None:
         return FillReport(0, manifest.chunks, 0, 0.0, True)
+    if (gen / "vectors.faiss").is_file() and VectorIndex.load(gen / "vectors.faiss").count == manifest.chunks:
+        # already complete: do not load a second embedder just to find nothing to do
+        return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True)
     emb = embedder if embedder is not None else load_embedder(manifest.embedder, cache_dir=default_home() / "models")
     table = ChunkTable(gen)
     try:

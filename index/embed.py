@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import os
 import re
 import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -263,10 +262,21 @@ def _distil_static(source: Path, out: Path) -> None:
         model.save_pretrained(out)
 
 
-def _quiet() -> contextlib.AbstractContextManager[object]:
-    """transformers and model2vec draw tqdm bars on stderr while loading or distilling; a
-    library must not print, so those calls run with stderr captured and dropped."""
-    return contextlib.redirect_stderr(io.StringIO())
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers and model2vec draw progress bars while loading or distilling, and a library
+    must not print. They are switched off at their source: swapping sys.stderr instead would
+    also swallow what other threads (the CLI, the server's log) write meanwhile."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+    yield
 
 
 def _one_line(exc: BaseException) -> str:

@@ -229,6 +229,15 @@ def test_an_llm_url_without_model_facts_cannot_honour_a_kv_budget() -> None:
         open_runtime(Settings(llm_url="http://127.0.0.1:9", kv_budget=1 << 20))
 
 
+def test_an_llm_url_with_the_models_gguf_gets_the_same_context_choice_as_llama_cpp() -> None:
+    from bridge.gguf import bundled_model_path
+
+    settings = Settings(llm_url="http://127.0.0.1:9/v1", model=bundled_model_path(), kv_budget=23_040 * 1000)
+    runtime = open_runtime(settings)  # no request is made while the context is known
+    assert runtime.n_ctx == 1000  # type: ignore[attr-defined]
+    runtime.close()
+
+
 def test_a_remote_model_of_unknown_shape_reports_no_kv_bytes(retriever: McpRetriever) -> None:
     runtime = FakeRuntime()
     runtime.facts = None  # type: ignore[assignment]
