@@ -353,7 +353,8 @@ def _md_load(d: dict) -> list[str]:
     ld = d["load"]
     timeline = ", ".join(f"{t:.0f} s: {m:.0f}" for t, m in ld["rss_timeline_mb"][::5])
     lines = [f"`{d['command']}`", "",
-             f"- {ld['clients']} clients x {ld['duration_s']} s, mix {ld.get('mix')}, {ld['reindexes']} re-indexes "
+             f"- {ld['clients']} clients x {ld['duration_s']} s, mix "
+             f"{', '.join(f'{k} {v:.0%}' for k, v in ld.get('mix', {}).items())}, {ld['reindexes']} re-indexes "
              f"during the run (mean {ld['reindex_mean_s']} s); corpus {d['index']['files']} files, {d['index']['chunks']} chunks.",
              f"- {ld['calls']} calls, {ld['throughput_per_s']} calls/s, **{ld['errors']} errors**."]
     for kind in ("all", "search_code", "read_file", "list_files"):

@@ -250,7 +250,7 @@ def holdout(points: Sequence[tuple[int, float]]) -> Holdout:
 
 
 def prefill_sizes(n_ctx: int, fractions: Sequence[float] = DEFAULT_FRACTIONS) -> list[int]:
-    return sorted({max(16, int(n_ctx * f)) for f in fractions if 0 < f <= 1})
+    return sorted({max(8, int(n_ctx * f)) for f in fractions if 0 < f <= 1})
 
 
 def measure_points(

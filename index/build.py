@@ -241,7 +241,10 @@ def fill_vectors(
     if manifest.embedder is None:
         return FillReport(0, manifest.chunks, 0, 0.0, True)
     if (gen / "vectors.faiss").is_file() and VectorIndex.load(gen / "vectors.faiss").count == manifest.chunks:
-        # already complete: do not load a second embedder just to find nothing to do
+        # Already complete: do not load a second embedder just to find nothing to do. Opening and
+        # closing the cache still folds back a write-ahead log that a killed run left behind.
+        if store.embeddings_path.exists():
+            EmbeddingCache(store.embeddings_path).close()
         return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True)
     emb = embedder if embedder is not None else load_embedder(manifest.embedder, cache_dir=default_home() / "models")
     table = ChunkTable(gen)

@@ -27,7 +27,7 @@ def _sizes(text: str | None) -> list[int] | None:
 
 
 def _model_side(model: Path | None, preset_name: str | None, n_ctx: int | None, kv_budget: int | None,
-                cache_type: str) -> tuple[Any, Any]:
+                cache_type: str, threads: int | None) -> tuple[Any, Any]:
     """(ModelSide, runtime or None); a preset needs no file and measures nothing."""
     from bridge.budget import TemplateOverhead
     from bridge.compare import ModelSide
@@ -42,7 +42,8 @@ def _model_side(model: Path | None, preset_name: str | None, n_ctx: int | None, 
         return side, None
     from bridge.runtime import LlamaCppRuntime
 
-    runtime = LlamaCppRuntime(model, n_ctx=n_ctx, cache_type=cache_type, kv_budget_bytes=kv_budget)  # type: ignore[arg-type]
+    runtime = LlamaCppRuntime(model, n_ctx=n_ctx, cache_type=cache_type, kv_budget_bytes=kv_budget,  # type: ignore[arg-type]
+                              n_threads=threads)
     side = ModelSide(runtime.facts, runtime.info.model, runtime.n_ctx, cache_type, runtime.count_tokens, True,  # type: ignore[arg-type]
                      runtime.template_overhead(), runtime.measure_prefill)
     return side, runtime
@@ -59,6 +60,7 @@ def compare_cmd(
     kv_budget: Optional[str] = typer.Option(None, "--kv-budget", help="KV-cache bytes allowed, e.g. 256MiB."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Prefill sizes in tokens, e.g. 512,1024,2048,4096 (default: 1/16..1 of n_ctx)."),
     repeats: int = typer.Option(1, "--repeats", min=1, help="Prefill runs per size; the fastest counts."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="llama.cpp threads (1 times steadily on a busy machine)."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="Hits retrieved per question."),
     snippet_tokens: int = typer.Option(600, "--snippet-tokens", min=0, help="Tokens for retrieved code."),
     answer_reserve: int = typer.Option(512, "--answer-reserve", min=1, help="Tokens kept for the answer."),
@@ -79,14 +81,14 @@ def compare_cmd(
     chosen_sizes = _sizes(sizes)
     _, where = resolve_index(repo, index_dir)
     searcher = Searcher(where)
-    side, runtime = _model_side(model, preset_name, n_ctx, budget, cache_type)
+    side, runtime = _model_side(model, preset_name, n_ctx, budget, cache_type, threads)
     try:
         report = compare(
             side, searcher.root, list(searcher.manifest.files),
             lambda q: searcher.search(q, k=k, max_tokens=max(snippet_tokens, 1)).hits,
             question or list(DEFAULT_SAMPLE_QUESTIONS), sizes=chosen_sizes, repeats=repeats,
             answer_reserve=answer_reserve, snippet_budget=snippet_tokens, kv_budget_bytes=budget,
-            on_progress=None if json_out else console.print,
+            on_progress=console.print,
         )
     finally:
         if runtime is not None:
