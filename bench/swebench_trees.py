@@ -168,10 +168,12 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: object, progress: Progress) -> dict[str, Path]:
-    """Index every tree once (lexical + static vectors); returns tree name -> kept index folder."""
+def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: object,
+                    progress: Progress) -> tuple[dict[str, Path], list[str]]:
+    """Index every tree once (lexical + static vectors): (tree name -> kept index, trees built now)."""
     fingerprint = index_fingerprint(embedder)
     kept: dict[str, Path] = {}
+    built: list[str] = []
     for number, job in enumerate(jobs, start=1):
         target = work / "indexes" / job.name
         kept[job.name] = target
@@ -191,6 +193,7 @@ def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: object, progr
         if not fill.complete:
             raise RuntimeError(f"vectors of {job.name} are incomplete ({fill.embedded_chunks}/{fill.chunks})")
         _keep(live_index, target, fingerprint)
+        built.append(job.name)
         progress(f"[{number}/{len(jobs)}] {job.name}: {changed} files synced, {build.chunks} chunks "
                  f"({build.new_chunks} new, {fill.newly_embedded} embedded) in {time.perf_counter() - started:.1f}s")
-    return kept
+    return kept, built

@@ -3,8 +3,8 @@
 Both sides are counted the same way: prompt tokens (system prompt, chat template and question
 included) plus the answer reserve give the KV-cache length, and KV bytes follow from the model's
 shape (bridge.gguf). Prefill time is measured with the local model at several prompt sizes,
-fitted to a + b·n + c·n² (attention is quadratic in n, the rest linear), checked on one
-held-out size, and only then extrapolated to the full repository.
+fitted to a + b·n + c·n² (bridge.prefill), checked on one held-out size, and only then
+extrapolated to the full repository.
 """
 
 from __future__ import annotations
@@ -20,17 +20,23 @@ import numpy as np
 from bridge.budget import DEFAULT_ANSWER_RESERVE, DEFAULT_SNIPPET_BUDGET, TemplateOverhead, plan_prompt
 from bridge.errors import BridgeError
 from bridge.gguf import CACHE_TYPES, CacheType, ModelFacts, context_limit, kv_bytes
+from bridge.prefill import (
+    Holdout,
+    QuadraticFit,
+    fit_prefill,
+    holdout,
+    measure_points,
+    prefill_sizes,
+    relative_residuals,
+)
 from bridge.prompt import render_question, snippet_from_hit, system_prompt
 
 __all__ = [
-    "DEFAULT_FRACTIONS",
     "DEFAULT_SAMPLE_QUESTIONS",
     "GPU_MEMORY_GIB",
     "CompareError",
     "ContextSide",
-    "Holdout",
     "Prefill",
-    "QuadraticFit",
     "RepoTokens",
     "RetrievalTurn",
     "context_side",
@@ -38,21 +44,17 @@ __all__ = [
     "bare_prompt_tokens",
     "compare",
     "count_repository",
-    "fit_prefill",
     "gpu_fits",
-    "holdout",
-    "measure_points",
     "prefill_report",
-    "prefill_sizes",
-    "relative_residuals",
     "retrieval_turn",
 ]
 
 GIB = 1 << 30
 GPU_MEMORY_GIB = (16, 24, 80)
-DEFAULT_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)  # of n_ctx; ~16k tokens in all at 8192
-EXACT_COUNT_BYTES = 16 << 20  # repositories larger than this are counted on a random sample
+EXACT_COUNT_BYTES = 16 << 20  # larger repositories are estimated from a sample (llama's tokenizer: ~2 MB/s here)
 SAMPLE_BYTES = 4 << 20
+WINDOW_BYTES = 4096
+MIN_WINDOWS = 100
 DEFAULT_SAMPLE_QUESTIONS = (
     "Where is the command-line entry point and what does it do?",
     "How are errors reported to the user?",
@@ -75,14 +77,14 @@ class RepoTokens:
     tokens: int
     files: int
     bytes: int
-    method: str  # "exact", or "sampled" (ratio estimate from a random sample of files)
-    sampled_files: int
+    method: str  # "exact", or "sampled" (tokens per byte of random windows, times all bytes)
+    samples: int  # files counted, or windows when sampled
     error: float | None
 
 
-def _read(root: Path, path: str) -> str | None:
+def _read(root: Path, path: str) -> bytes | None:
     try:
-        return (root / path).read_bytes().decode("utf-8", errors="replace")
+        return (root / path).read_bytes()
     except OSError:
         return None  # deleted since indexing: it is no longer part of the repository
 
@@ -91,7 +93,7 @@ def count_repository(
     root: Path, paths: Sequence[str], count: Count, *, exact_limit: int = EXACT_COUNT_BYTES,
     sample_bytes: int = SAMPLE_BYTES, seed: int = 0,
 ) -> RepoTokens:
-    """Count every file, or beyond `exact_limit` bytes, a random sample scaled by bytes."""
+    """Count every file, or beyond `exact_limit` bytes, random windows scaled to all bytes."""
     sizes = {}
     for path in paths:
         try:
@@ -102,35 +104,56 @@ def count_repository(
         raise CompareError(f"no indexed file of {root} is readable: run `bridge index {root}` again")
     total = sum(sizes.values())
     if total <= exact_limit:
-        tokens = sum(count(text) for path in sizes if (text := _read(root, path)) is not None)
+        texts = (_read(root, path) for path in sizes)
+        tokens = sum(count(data.decode("utf-8", errors="replace")) for data in texts if data is not None)
         return RepoTokens(tokens, len(sizes), total, "exact", len(sizes), None)
-    order = sorted(sizes)
-    random.Random(seed).shuffle(order)
-    pairs: list[tuple[int, int]] = []  # (bytes, tokens) of each sampled file
-    taken = 0
-    for path in order:
-        if taken >= sample_bytes and len(pairs) >= 30:
-            break
-        text = _read(root, path)
-        if text is not None:
-            pairs.append((sizes[path], count(text)))
-            taken += sizes[path]
-    estimate, error = _ratio_estimate(pairs, total, len(sizes))
-    return RepoTokens(round(estimate), len(sizes), total, "sampled", len(pairs), error)
+    pairs = _sample_windows(root, sizes, count, max(MIN_WINDOWS, sample_bytes // WINDOW_BYTES), seed)
+    ratio, error = _ratio_estimate(pairs)
+    return RepoTokens(round(ratio * total), len(sizes), total, "sampled", len(pairs), error)
 
 
-def _ratio_estimate(pairs: Sequence[tuple[int, int]], total_bytes: int, population: int) -> tuple[float, float]:
-    """Tokens per byte from a sample of files, scaled to all bytes; the error uses the usual
-    linearised variance of a ratio estimator with the finite-population correction."""
+def _sample_windows(root: Path, sizes: dict[str, int], count: Count, n: int, seed: int) -> list[tuple[int, int]]:
+    """(bytes, tokens) of the lines that start inside each of n random windows of WINDOW_BYTES.
+
+    Windows, not whole files: files differ wildly in size and in tokens per byte (data tables,
+    minified code), and many small draws estimate the mean far more steadily. A file is drawn
+    with weight size + WINDOW_BYTES - 1 and the window's start uniformly from -WINDOW_BYTES + 1
+    to size - 1, so every line start of the repository falls in a window with the same chance;
+    taking whole lines by their start keeps long and short lines unbiased and cuts no token.
+    """
+    rng = random.Random(seed)
+    order = sorted(p for p in sizes if sizes[p] > 0)
+    chosen = rng.choices(order, weights=[sizes[p] + WINDOW_BYTES - 1 for p in order], k=n)
+    pairs = []
+    for path in chosen:
+        data = _read(root, path)
+        if not data:
+            continue
+        start = rng.randrange(-WINDOW_BYTES + 1, len(data))
+        low, high = max(0, start), min(len(data), start + WINDOW_BYTES)
+        first = 0 if low == 0 else data.find(b"\n", low - 1) + 1  # first line start at or after low
+        if first == 0 and low > 0 or first >= high:
+            pairs.append((0, 0))  # no line starts in this window
+            continue
+        end = data.find(b"\n", high - 1)  # end of the line holding the last byte of the window
+        piece = data[first : len(data) if end < 0 else end + 1]
+        pairs.append((len(piece), count(piece.decode("utf-8", errors="replace"))))
+    if sum(b for b, _ in pairs) == 0 or len(pairs) < 2:
+        raise CompareError(f"too few readable bytes under {root} to sample: run `bridge index {root}` again")
+    return pairs
+
+
+def _ratio_estimate(pairs: Sequence[tuple[int, int]]) -> tuple[float, float]:
+    """Tokens per byte and the relative half-width of its 95 % interval (linearised variance of
+    a ratio estimator; draws are with replacement, so no finite-population correction)."""
     b = np.array([p[0] for p in pairs], dtype=np.float64)
     t = np.array([p[1] for p in pairs], dtype=np.float64)
-    ratio = t.sum() / b.sum()
+    ratio = float(t.sum() / b.sum())
+    if ratio == 0:
+        return 0.0, 1.0
     n = len(pairs)
-    if n < 2 or ratio == 0:
-        return ratio * total_bytes, 1.0
-    spread = float(np.sum((t - ratio * b) ** 2) / (n - 1))
-    se = math.sqrt((1 - n / population) * spread / n) / b.mean()
-    return ratio * total_bytes, 1.96 * se / ratio
+    se = math.sqrt(float(np.sum((t - ratio * b) ** 2)) / (n - 1) / n) / b.mean()
+    return ratio, 1.96 * se / ratio
 
 
 @dataclass(frozen=True)
@@ -180,97 +203,6 @@ def retrieval_turn(
         snippet_budget=snippet_budget, overhead=overhead,
     )
     return RetrievalTurn(question, plan.prompt_tokens, plan.sections.snippets, len(plan.snippets), plan.notice)
-
-
-# --- prefill time ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class QuadraticFit:
-    """ms = a + b·n + c·n², fitted by relative least squares with b, c >= 0."""
-
-    a: float
-    b: float
-    c: float
-
-    def predict(self, tokens: float) -> float:
-        return self.a + self.b * tokens + self.c * tokens * tokens
-
-
-def fit_prefill(points: Sequence[tuple[int, float]]) -> QuadraticFit:
-    """Least squares on relative error, so small sizes count as much as large ones.
-
-    Timing noise can make the unconstrained c (or b) negative, which would predict a shrinking
-    time far out; the constrained optimum then lies on a face where that term is zero, so every
-    subset of {n, n²} is solved and the best one with non-negative coefficients kept.
-    """
-    if len({n for n, _ in points}) < 3:
-        raise CompareError(f"a quadratic fit needs at least 3 distinct prompt sizes, got {len(points)}")
-    n = np.array([p[0] for p in points], dtype=np.float64)
-    y = np.array([p[1] for p in points], dtype=np.float64)
-    if np.any(y <= 0):
-        raise CompareError("prefill times must be positive milliseconds")
-    columns = {"a": np.ones_like(n), "b": n, "c": n * n}
-    best: tuple[float, dict[str, float]] | None = None
-    for terms in (("a", "b", "c"), ("a", "b"), ("a", "c"), ("b", "c"), ("b",), ("c",)):
-        design = np.stack([columns[t] for t in terms], axis=1) / y[:, None]
-        coef, *_ = np.linalg.lstsq(design, np.ones_like(y), rcond=None)
-        values = dict(zip(terms, coef.tolist()))
-        if values.get("b", 0.0) < 0 or values.get("c", 0.0) < 0:
-            continue
-        sse = float(np.sum((design @ coef - 1.0) ** 2))
-        if best is None or sse < best[0] - 1e-15:
-            best = (sse, values)
-    assert best is not None  # ("b",) alone is always feasible for positive times and sizes
-    return QuadraticFit(best[1].get("a", 0.0), best[1].get("b", 0.0), best[1].get("c", 0.0))
-
-
-def relative_residuals(fit: QuadraticFit, points: Sequence[tuple[int, float]]) -> list[float]:
-    return [(fit.predict(n) - ms) / ms for n, ms in points]
-
-
-@dataclass(frozen=True)
-class Holdout:
-    tokens: int
-    measured_ms: float
-    predicted_ms: float
-    error: float  # (predicted - measured) / measured
-    fit: QuadraticFit  # fitted without this size
-
-
-def holdout(points: Sequence[tuple[int, float]]) -> Holdout:
-    """Fit without the largest size and predict it: the same kind of step as the extrapolation."""
-    ordered = sorted(points)
-    if len(ordered) < 4:
-        raise CompareError(f"holding one size out needs at least 4 prefill sizes, got {len(ordered)}")
-    (tokens, measured), rest = ordered[-1], ordered[:-1]
-    fit = fit_prefill(rest)
-    predicted = fit.predict(tokens)
-    return Holdout(tokens, measured, predicted, (predicted - measured) / measured, fit)
-
-
-def prefill_sizes(n_ctx: int, fractions: Sequence[float] = DEFAULT_FRACTIONS) -> list[int]:
-    return sorted({max(8, int(n_ctx * f)) for f in fractions if 0 < f <= 1})
-
-
-def measure_points(
-    measure: Callable[[int], float], sizes: Sequence[int], repeats: int = 2,
-    on_progress: Callable[[int, float], None] | None = None,
-) -> list[tuple[int, float]]:
-    """The fastest of `repeats` prefills at each size, after one discarded warm-up run.
-
-    The minimum, not the mean: on a shared machine noise only ever adds time.
-    """
-    if repeats < 1:
-        raise CompareError(f"repeats must be at least 1, got {repeats}")
-    measure(min(sizes))
-    points = []
-    for size in sorted(sizes):
-        ms = min(measure(size) for _ in range(repeats))
-        points.append((size, ms))
-        if on_progress is not None:
-            on_progress(size, ms)
-    return points
 
 
 @dataclass(frozen=True)
@@ -363,6 +295,7 @@ def compare(
             raise CompareError(f"prefill sizes {chosen} must lie in 1..n_ctx {n_ctx}: pick smaller --sizes")
         say(f"measuring prefill at {len(chosen)} sizes up to {chosen[-1]} tokens, {repeats} run(s) each")
         points = measure_points(model.measure, chosen, repeats, lambda n, ms: say(f"  {n:>7} tokens: {ms:,.0f} ms"))
+        say(f"measuring the retrieval prompt ({turn.tokens} tokens)")
         retrieval_ms = min(model.measure(turn.tokens) for _ in range(repeats))
         prefill = prefill_report(points, full.tokens, turn.tokens, retrieval_ms)
     return _document(model, repo, full, (retrieval, turn), turns, prefill, kv_budget_bytes)
@@ -420,7 +353,7 @@ def _document(model: ModelSide, repo: RepoTokens, full: ContextSide, median: tup
             "tokenizer": "model" if model.exact_tokens else "estimate",
         },
         "repository": {"files": repo.files, "bytes": repo.bytes, "tokens": repo.tokens, "method": repo.method,
-                       "sampled_files": repo.sampled_files, "error": None if repo.error is None else round(repo.error, 4)},
+                       "samples": repo.samples, "error": None if repo.error is None else round(repo.error, 4)},
         "full_context": {
             **_side_json(full), "repository_tokens": repo.tokens,
             "fits_trained_context": full.kv_tokens <= f.trained_context,

@@ -59,7 +59,7 @@ def compare_cmd(
     cache_type: str = typer.Option("f16", "--cache-type", help="KV cache type for the headline numbers: f16, q8_0 or q4_0."),
     kv_budget: Optional[str] = typer.Option(None, "--kv-budget", help="KV-cache bytes allowed, e.g. 256MiB."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Prefill sizes in tokens, e.g. 512,1024,2048,4096 (default: 1/16..1 of n_ctx)."),
-    repeats: int = typer.Option(1, "--repeats", min=1, help="Prefill runs per size; the fastest counts."),
+    repeats: int = typer.Option(2, "--repeats", min=1, help="Rounds over all prefill sizes; the fastest run of each size counts."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="llama.cpp threads (1 times steadily on a busy machine)."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="Hits retrieved per question."),
     snippet_tokens: int = typer.Option(600, "--snippet-tokens", min=0, help="Tokens for retrieved code."),
@@ -116,6 +116,8 @@ def _yes(value: bool | None) -> str:
 def _ms(value: float | None) -> str:
     if value is None:
         return "needs a real model"
+    if value >= 3_600_000:
+        return f"{value / 3_600_000:,.1f} h"
     return f"{value / 1000:,.1f} s" if value >= 10_000 else f"{value:,.0f} ms"
 
 
@@ -123,7 +125,7 @@ def _print(r: dict[str, Any]) -> None:
     from rich.table import Table
 
     m, repo, full, ret, pre = r["model"], r["repository"], r["full_context"], r["retrieval"], r["prefill"]
-    how = "counted" if repo["method"] == "exact" else f"estimated from {repo['sampled_files']} sampled files, ±{repo['error']:.1%} (95 %)"
+    how = "counted" if repo["method"] == "exact" else f"estimated from {repo['samples']:,} random 4 KiB windows, ±{repo['error']:.1%} (95 %)"
     tokenizer = "model tokenizer" if m["tokenizer"] == "model" else "estimate (no tokenizer for a preset)"
     console.print(f"model: {m['label']} — n_ctx {m['n_ctx']:,}, trained context {m['trained_context']:,}, "
                   f"KV {m['kv_bytes_per_token_by_type'][m['cache_type']]:,} B/token ({m['cache_type']})")
@@ -174,10 +176,11 @@ def write_plot(report: dict[str, Any], path: Path) -> None:
     import numpy as np
 
     m, full, ret, pre = report["model"], report["full_context"], report["retrieval"], report["prefill"]
-    marks = {"retrieval": ret["tokens"], "n_ctx": m["n_ctx"], "trained context": m["trained_context"],
-             "full repository": full["tokens"]}
-    right = max(marks.values()) * 1.5
-    n = np.geomspace(max(16, min(marks.values()) / 2), right, 200)
+    marks: dict[int, str] = {}  # one line per length; coinciding marks share it (n_ctx = trained context)
+    for label, x in (("retrieval", ret["tokens"]), ("n_ctx", m["n_ctx"]), ("trained context", m["trained_context"]),
+                     ("full repository", full["tokens"])):
+        marks[x] = f"{marks[x]} = {label}" if x in marks else label
+    n = np.geomspace(max(16, min(marks) / 2), max(marks) * 1.5, 200)
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 7))
     if pre["fit"] is not None:
         fit = pre["fit"]
@@ -187,6 +190,8 @@ def write_plot(report: dict[str, Any], path: Path) -> None:
         top.plot(n[n >= largest], curve[n >= largest] / 1000, color="C0", linestyle="--", label="extrapolation")
         top.scatter([p["tokens"] for p in pre["measured"]], [p["ms"] / 1000 for p in pre["measured"]],
                     color="C1", zorder=3, label="measured")
+        top.scatter([ret["tokens"]], [pre["retrieval_ms"] / 1000], marker="s", color="C4", zorder=3,
+                    label="retrieval prompt (measured)")
         top.scatter([full["tokens"]], [pre["full_context_predicted_ms"] / 1000], marker="x", color="C3", zorder=3,
                     label="full repository (predicted)")
         top.set_yscale("log")
@@ -196,7 +201,7 @@ def write_plot(report: dict[str, Any], path: Path) -> None:
                  transform=top.transAxes)
         top.set_yticks([])
     top.set_ylabel("prefill time (s)")
-    top.set_title(f"{m['label']}: retrieval vs whole repository in context")
+    top.set_title(f"{Path(m['label']).name}: retrieval vs whole repository in context")
     for t, style in (("f16", "-"), ("q8_0", "--"), ("q4_0", ":")):
         per_token = m["kv_bytes_per_token_by_type"][t]
         bottom.plot(n, n * per_token / GIB, linestyle=style, color="C2", label=f"KV cache {t}")
@@ -204,7 +209,7 @@ def write_plot(report: dict[str, Any], path: Path) -> None:
     bottom.set_xscale("log")
     bottom.set_ylabel("KV cache (GiB)")
     bottom.set_xlabel("context length (tokens)")
-    for (label, x), color in zip(marks.items(), ("C4", "C5", "C6", "C3")):
+    for (x, label), color in zip(sorted(marks.items()), ("C4", "C5", "C6", "C3")):
         for axis in (top, bottom):
             axis.axvline(x, color=color, linewidth=1, alpha=0.7)
         bottom.annotate(f"{label}\n{x:,}", (x, 0.02), xycoords=("data", "axes fraction"), rotation=90,
