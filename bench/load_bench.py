@@ -104,11 +104,12 @@ def start_server(corpus: Path, index_dir: Path, audit: Path, token: str) -> tupl
     raise SystemExit("bridge serve did not start:\n" + "".join(lines))
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of a process in MB: VmRSS (all), RssAnon (heap) or RssFile (mapped files)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    raise RuntimeError(f"no {field} for process {pid}")
 
 
 def pct(values: list[float], p: float) -> float:
@@ -207,7 +208,7 @@ async def one_client(
             out.append((time.monotonic(), kind, (time.perf_counter() - t) * 1000, error))
 
 
-async def reindexer(url: str, token: str, corpus: Path, deadline: float, out: list[float]) -> None:
+async def reindexer(url: str, token: str, corpus: Path, deadline: float, out: list[tuple[float, float]]) -> None:
     from bridge.server import connect
 
     target = corpus / "bench_churn.py"
@@ -219,28 +220,30 @@ async def reindexer(url: str, token: str, corpus: Path, deadline: float, out: li
             t = time.perf_counter()
             result = await client.call_tool("refresh_index", {})
             if not result.is_error:
-                out.append(time.perf_counter() - t)
+                out.append((time.monotonic(), time.perf_counter() - t))
 
 
 async def load(
     url: str, token: str, pid: int, corpus: Path, clients: int, duration: float, reindex: bool,
-    mix: dict[str, float] = DEFAULT_MIX,
+    mix: dict[str, float] = DEFAULT_MIX, warmup: float = 0.0,
 ) -> dict:
+    """Run the load for warmup + duration seconds; figures are of the last `duration` seconds."""
     from bridge.server import connect
 
     async with connect(url, token) as client:
         files = (await client.call_tool("list_files", {"limit": 10000})).structured_content["files"]
     samples: list[tuple] = []
-    refreshes: list[float] = []
-    rss: list[tuple[float, float]] = []
+    refreshes: list[tuple[float, float]] = []
+    rss: list[tuple[float, float, float, float]] = []  # time, VmRSS, RssAnon, RssFile
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.wait(1.0):
-            rss.append((time.monotonic(), rss_mb(pid)))
+            rss.append((time.monotonic(), rss_mb(pid), rss_mb(pid, "RssAnon"), rss_mb(pid, "RssFile")))
 
     sampler = threading.Thread(target=sample, daemon=True)
-    start = time.monotonic()
+    began = time.monotonic()
+    start = began + warmup
     deadline = start + duration
     sampler.start()
     churn = [reindexer(url, token, corpus, deadline, refreshes)] if reindex else []
@@ -248,11 +251,15 @@ async def load(
     stop.set()
     sampler.join()
     elapsed = time.monotonic() - start
+    warm_rss = [r for r in rss if r[0] < start]
+    samples = [s for s in samples if s[0] >= start]
+    rss = [r for r in rss if r[0] >= start]
+    refreshes = [seconds for t, seconds in refreshes if t >= start]
     latencies = [s[2] for s in samples]
     errors = [s[3] for s in samples if s[3]]
     window = min(10.0, duration / 3)  # first and last 10 s (a third of a short run)
-    first = [m for t, m in rss if t - start <= window]
-    last = [m for t, m in rss if t >= deadline - window]
+    first = [r[1] for r in rss if r[0] - start <= window]
+    last = [r[1] for r in rss if r[0] >= deadline - window]
     growth = (statistics.fmean(last) / statistics.fmean(first) - 1) * 100 if first and last else float("nan")
     return {
         "clients": clients, "duration_s": round(elapsed, 1), "calls": len(samples),
@@ -266,7 +273,10 @@ async def load(
         "rss_first_10s_mb": round(statistics.fmean(first), 1) if first else None,
         "rss_last_10s_mb": round(statistics.fmean(last), 1) if last else None,
         "rss_growth_pct": round(growth, 2),
-        "rss_timeline_mb": [(round(t - start, 1), round(m, 1)) for t, m in rss],
+        "warmup_s": warmup,
+        "rss_warmup_first_mb": round(warm_rss[0][1], 1) if warm_rss else None,
+        "rss_warmup_last_mb": round(warm_rss[-1][1], 1) if warm_rss else None,
+        "rss_timeline_mb": [(round(t - start, 1), round(m, 1), round(a, 1), round(f, 1)) for t, m, a, f in rss],
     }
 
 
@@ -301,6 +311,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="concurrent MCP sessions (default 16)")
     parser.add_argument("--embedder", default="static", help="static (default), minilm or hash")
     parser.add_argument("--overhead-queries", type=int, default=100)
+    parser.add_argument("--warmup", type=float, default=10.0,
+                        help="seconds of the same load before measuring, not counted (default 10)")
     parser.add_argument("--no-reindex", action="store_true", help="no re-index during the load (for comparison)")
     parser.add_argument("--mix", type=parse_mix, default=DEFAULT_MIX,
                         help="shares of call kinds, e.g. search=0.6,read=0.3,list=0.1 (default search=0.7,read=0.3)")
@@ -321,7 +333,7 @@ def main() -> None:
         over = asyncio.run(overhead(url, token, index_dir, args.overhead_queries))
         print(f"load: {args.clients} clients for {args.duration:.0f} s ...", file=sys.stderr)
         result_load = asyncio.run(
-            load(url, token, proc.pid, corpus, args.clients, args.duration, not args.no_reindex, args.mix)
+            load(url, token, proc.pid, corpus, args.clients, args.duration, not args.no_reindex, args.mix, args.warmup)
         )
         result = {"index": info, "rss_after_load_mb": round(loaded, 1), "overhead": over, "load": result_load,
                   "rss_after_run_mb": round(rss_mb(proc.pid), 1), "cpus": os.cpu_count(),

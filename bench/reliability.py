@@ -351,7 +351,7 @@ def _md_inputs(d: dict) -> list[str]:
 
 def _md_load(d: dict) -> list[str]:
     ld = d["load"]
-    timeline = ", ".join(f"{t:.0f} s: {m:.0f}" for t, m in ld["rss_timeline_mb"][::5])
+    timeline = ", ".join(f"{t:.0f} s: {m:.0f}" for t, m, *_ in ld["rss_timeline_mb"][::5])
     lines = [f"`{d['command']}`", "",
              f"- {ld['clients']} clients x {ld['duration_s']} s, mix "
              f"{', '.join(f'{k} {v:.0%}' for k, v in ld.get('mix', {}).items())}, {ld['reindexes']} re-indexes "
@@ -363,10 +363,12 @@ def _md_load(d: dict) -> list[str]:
             lines.append(f"- {kind}: p50 {s['p50_ms']} ms, p90 {s['p90_ms']} ms, **p99 {s['p99_ms']} ms**, max {s['max_ms']} ms")
     samples = ld["rss_timeline_mb"]
     third = len(samples) // 3
-    middle = statistics.fmean(m for _, m in samples[third : 2 * third])
-    last = statistics.fmean(m for _, m in samples[2 * third :])
+    middle = statistics.fmean(m for _, m, *_ in samples[third : 2 * third])
+    last = statistics.fmean(m for _, m, *_ in samples[2 * third :])
     lines += [f"- server RSS first/last 10 s: {ld['rss_first_10s_mb']} / {ld['rss_last_10s_mb']} MB "
-              f"({ld['rss_growth_pct']} %, the first 10 s include warm-up); middle third {middle:.1f} MB, last third "
+              f"({ld['rss_growth_pct']} %), after {ld.get('warmup_s', 0):.0f} s of the same load not counted "
+              f"(RSS {ld.get('rss_warmup_first_mb')} → {ld.get('rss_warmup_last_mb')} MB during it); "
+              f"middle third {middle:.1f} MB, last third "
               f"{last:.1f} MB ({(last / middle - 1) * 100:+.1f} %); every 5 s (MB): {timeline}."]
     return lines
 

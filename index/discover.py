@@ -14,6 +14,7 @@ import stat
 import subprocess
 import unicodedata
 from collections import Counter
+from collections.abc import Container
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -134,9 +135,15 @@ def stat_signature(root: Path, path: str) -> tuple[int, int] | None:
 
 
 def resolve_path(
-    root: Path, user_path: str, selection: Selection = Selection(), exclude_dirs: tuple[Path, ...] = ()
+    root: Path, user_path: str, selection: Selection = Selection(), exclude_dirs: tuple[Path, ...] = (),
+    known: Container[str] = (),
 ) -> Path:
-    """The real path of a selected file named relative to `root`, or PathNotAllowed saying why not."""
+    """The real path of a selected file named relative to `root`, or PathNotAllowed saying why not.
+
+    `known`: paths a discovery under the same selection listed (an index's files); for those the
+    ignore rules need not be asked again, which spares a git process per call. Every other check
+    (names, secrets, symlinks, size, binary) still runs.
+    """
     base = _real_root(root)
     rel = _normalise(user_path)
     rules = _rules(root, base, selection, exclude_dirs)
@@ -145,7 +152,7 @@ def resolve_path(
         checked = _check(base, rel, rules)
         if isinstance(checked, str):
             reason = checked
-        elif not _is_selected(base, rel):
+        elif rel not in known and not _is_selected(base, rel):
             reason = "ignored"
         elif _sniff_binary(checked.real):
             reason = "binary"

@@ -3,6 +3,12 @@
 Fusion: score = Σ 1 / (RRF_K + rank) over the rankings a chunk appears in (rank is 1-based).
 RRF_K = 60 is the constant of Cormack, Clarke and Büttcher (SIGIR 2009); it damps the head of
 each list so that agreement between the two retrievers beats a single first place.
+
+Hybrid mode also ranks files (index/rank.py: the chunk rankings seen per file, the summary line,
+files and modules the query names, definitions of the identifiers it uses, tests and docs
+demoted) and answers file first: the best chunk of each of the k best files, scored by its
+file's fused score; further chunks follow only when fewer than k files have any evidence.
+`lexical` and `vector` are the two single retrievers, ranked chunk by chunk.
 """
 
 from __future__ import annotations
@@ -12,13 +18,14 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
 from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
 from index.lexical import LexicalIndex
+from index.rank import DENSE_CHUNKS, SIGNALS, FileEvidence, title_of
 from index.store import ChunkTable, IndexDir, Manifest
 from index.tokenize import estimate_tokens, terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
@@ -115,6 +122,7 @@ class _Generation:
     table: ChunkTable
     lexical: LexicalIndex
     paths: np.ndarray  # path of every chunk id (object array), for glob filters
+    files: FileEvidence
 
 
 def _glob_mask(gen: _Generation, path_glob: str | None) -> np.ndarray | None:
@@ -165,14 +173,19 @@ class Searcher:
         manifest = self.store.manifest(current)
         table = ChunkTable(current)
         lexical = LexicalIndex.load(current / "lexical")
-        paths = np.empty(manifest.chunks, dtype=object)
-        for path, entry in manifest.files.items():
-            paths[entry.first_chunk : entry.first_chunk + entry.n_chunks] = path
+        entries = manifest.files.values()
+        files = FileEvidence(
+            list(manifest.files),
+            np.fromiter((e.first_chunk for e in entries), dtype=np.int64, count=len(entries)),
+            np.fromiter((e.n_chunks for e in entries), dtype=np.int64, count=len(entries)),
+            table.symbols,
+        )
+        paths = np.asarray(files.paths, dtype=object)[files.chunk_file] if files.paths else np.empty(0, dtype=object)
         with self._lock:
             if self._gen is not None and self._gen.path == current:
                 table.close()
                 return
-            self._gen = _Generation(current, manifest, table, lexical, paths)
+            self._gen = _Generation(current, manifest, table, lexical, paths, files)
             self._vectors = None
             self._stale = None
 
@@ -195,6 +208,15 @@ class Searcher:
             if self._vectors is None or self._vectors[0] != mtime:
                 self._vectors = (mtime, VectorIndex.load(path))
             return self._vectors[1]
+
+    def warm(self) -> None:
+        """Load the live generation and everything a hybrid search reads from it (vectors, file
+        tables), so that the first search after a re-index does not pay for loading them."""
+        self.refresh()
+        gen = self._gen
+        assert gen is not None
+        self._vector_index(gen)
+        gen.files.prepare()
 
     def embedded_chunks(self) -> int:
         assert self._gen is not None
@@ -265,10 +287,41 @@ class Searcher:
         gen = self._gen
         assert gen is not None
         allowed = _glob_mask(gen, path_glob)
-        lexical: list[int] = []
-        dense: list[int] = []
+        scores, near = self._retrieve(gen, query, mode, allowed)
+        lexical = _top(scores, _CANDIDATES) if len(scores) else []
+        dense = [cid for cid, _ in near[:_CANDIDATES]]
+        fused = rrf([r for r in (lexical, dense) if r])
+        order = sorted(fused, key=lambda c: (-fused[c], c))
+        if mode == "hybrid":
+            file_score = _file_scores(gen, query, scores, near, allowed, SIGNALS)
+            order, fused = _files_first(gen, file_score, scores, order, fused, k)
+        hits = self._hits(gen, order, fused, lexical, dense, k)
+        hits, truncated = pack_hits(hits, max_tokens)
+        took = (time.perf_counter() - t0) * 1000
+        return SearchResult(query, mode, took, tuple(hits), truncated, self.info())
+
+    def rank_files(
+        self, query: str, weights: Mapping[str, float] = SIGNALS, path_glob: str | None = None
+    ) -> list[tuple[str, float]]:
+        """Every file with some evidence for `query`, best first, as hybrid search ranks them;
+        `weights` per signal of index/rank.py (0 leaves a signal out)."""
+        _check(query, 1, "hybrid", None, self.max_query_bytes)
+        self.refresh()
+        gen = self._gen
+        assert gen is not None
+        allowed = _glob_mask(gen, path_glob)
+        scores, near = self._retrieve(gen, query, "hybrid", allowed)
+        file_score = _file_scores(gen, query, scores, near, allowed, weights)
+        return [(gen.files.paths[f], file_score[f]) for f in sorted(file_score, key=lambda f: (-file_score[f], f))]
+
+    def _retrieve(
+        self, gen: _Generation, query: str, mode: str, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, list[tuple[int, float]]]:
+        """BM25 score of every chunk (empty in vector mode) and the nearest chunks (empty without vectors)."""
+        scores = np.zeros(0)
+        near: list[tuple[int, float]] = []
         if mode in ("hybrid", "lexical"):
-            lexical = [cid for cid, _ in gen.lexical.top(terms(query), _CANDIDATES, allowed)]
+            scores = _masked(gen.lexical.scores(terms(query)), allowed)
         if mode in ("hybrid", "vector"):
             vectors = self._vector_index(gen) if gen.manifest.embedder else None
             if vectors is None or vectors.count == 0:
@@ -278,13 +331,9 @@ class Searcher:
                         "or use --mode lexical"
                     )
             else:
-                dense = [cid for cid, _ in vectors.top(self._query_vector(gen, query), _CANDIDATES, allowed)]
-        fused = rrf([r for r in (lexical, dense) if r])
-        order = sorted(fused, key=lambda c: (-fused[c], c))
-        hits = self._hits(gen, order, fused, lexical, dense, k)
-        hits, truncated = pack_hits(hits, max_tokens)
-        took = (time.perf_counter() - t0) * 1000
-        return SearchResult(query, mode, took, tuple(hits), truncated, self.info())
+                wanted = DENSE_CHUNKS if mode == "hybrid" else _CANDIDATES
+                near = vectors.top(self._query_vector(gen, query), wanted, allowed)
+        return scores, near
 
     def _hits(
         self, gen: _Generation, order: list[int], fused: dict[int, float], lexical: list[int], dense: list[int], k: int
@@ -308,6 +357,60 @@ class Searcher:
     def read_chunks(self, ids: list[int]) -> dict[int, Chunk]:
         assert self._gen is not None
         return self._gen.table.get(ids)
+
+
+def _masked(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    return scores if allowed is None else np.where(allowed, scores, 0.0)
+
+
+def _top(scores: np.ndarray, k: int) -> list[int]:
+    """The k best chunk ids with a positive score, best first (ties: lower id first)."""
+    k = min(k, int(np.count_nonzero(scores > 0)))
+    if k <= 0:
+        return []
+    part = np.argpartition(-scores, k - 1)[:k]
+    return part[np.lexsort((part, -scores[part]))].tolist()
+
+
+def _file_scores(
+    gen: _Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
+    weights: Mapping[str, float],
+) -> dict[int, float]:
+    files = gen.files
+    title = title_of(query)
+    title_scores = _masked(gen.lexical.scores(terms(title)), allowed) if title else None
+    file_allowed = None
+    if allowed is not None:
+        has_chunks = files.n_chunks > 0
+        file_allowed = np.zeros(len(files.paths), dtype=bool)
+        file_allowed[has_chunks] = allowed[files.first_chunk[has_chunks]]
+    return files.rank(query, scores, title_scores, near, file_allowed, weights)
+
+
+def _files_first(
+    gen: _Generation, file_score: dict[int, float], scores: np.ndarray, order: list[int], fused: dict[int, float], k: int
+) -> tuple[list[int], dict[int, float]]:
+    """The best chunk of each of the k best files, by file score; then the other chunks, scored lower."""
+    files = gen.files
+    best_chunk: dict[int, int] = {}
+    for cid in order:
+        best_chunk.setdefault(int(files.chunk_file[cid]), cid)
+    chosen: dict[int, float] = {}
+    for f in sorted(file_score, key=lambda f: (-file_score[f], f)):
+        if len(chosen) == k:
+            break
+        first, n = int(files.first_chunk[f]), int(files.n_chunks[f])
+        if n == 0:
+            continue
+        cid = best_chunk.get(f)
+        if cid is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
+            cid = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
+        chosen[cid] = file_score[f]
+    rest = [c for c in order if c not in chosen]
+    if rest:  # below every chosen chunk, in chunk order
+        floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
+        chosen.update((c, fused[c] * floor) for c in rest)
+    return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
 
 
 def _vector_meta(generation: Path) -> dict:

@@ -264,5 +264,13 @@ class ChunkTable:
             raise CorruptIndex(f"chunk table is damaged ({exc}): run `bridge index --rebuild`") from exc
         return [Chunk(*row[1:]) for row in rows]
 
+    def symbols(self) -> list[tuple[int, str]]:
+        """(chunk id, symbol) of every chunk that has one: what the file-level ranking looks up."""
+        try:
+            with self._lock:
+                return self._con.execute("SELECT id, symbol FROM chunks WHERE symbol IS NOT NULL").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptIndex(f"chunk table is damaged ({exc}): run `bridge index --rebuild`") from exc
+
     def close(self) -> None:
         self._con.close()

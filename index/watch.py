@@ -9,10 +9,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
-from index.build import BuildOptions, BuildReport, build_index, fill_vectors
+from index.build import BuildOptions, BuildReport, FillReport, build_index, fill_vectors
 from index.errors import IndexingError
+from index.store import IndexDir
 
 __all__ = ["LiveIndex", "watch_and_index"]
 
@@ -29,9 +30,20 @@ def _ignore(index_dir: Path) -> Callable[[object, str], bool]:
     return keep
 
 
-def _worker_init(parent: int) -> None:
-    """In the build worker: never write to stdout (under MCP stdio it is the protocol channel),
-    and exit when the serving process is gone instead of lingering with its pipes open."""
+# Re-indexing is background work: under load the searches it keeps fresh come first. At nice 10
+# a busy core still gives the worker about a tenth of its time, so rebuilds slow down, not stop.
+WORKER_NICENESS = 10
+
+
+_stop_event: Any = None  # in a worker: set by the serving process when it stops
+
+
+def _worker_init(parent: int, stop: Any) -> None:
+    """In a worker: lower priority; never write to stdout (under MCP stdio it is the protocol
+    channel); exit when the serving process is gone instead of lingering with its pipes open."""
+    global _stop_event
+    _stop_event = stop
+    os.nice(WORKER_NICENESS)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
 
@@ -43,12 +55,23 @@ def _worker_init(parent: int) -> None:
     threading.Thread(target=watch_parent, name="bridge-parent-watch", daemon=True).start()
 
 
+def _fill_in_worker(index_dir: Path) -> FillReport:
+    """Embed in a worker until done, until the serving process stops, or until a newer generation
+    is published (the next fill picks up from the embedding cache)."""
+    store = IndexDir(index_dir)
+    started_on = store.current()
+    return fill_vectors(index_dir, should_stop=lambda: _stop_event.is_set() or store.current() != started_on)
+
+
 class LiveIndex:
-    """One repository's index, rebuilt when files change, with vectors embedded on a worker thread.
+    """One repository's index, rebuilt when files change, with vectors embedded in the background.
 
     Searches keep answering from the previous generation while a rebuild runs (generations are
     immutable), and a rebuild interrupts embedding rather than waiting for it: the embedding
-    cache keeps what was done, so the next fill resumes where it stopped.
+    cache keeps what was done, so the next fill resumes where it stopped. With `isolate_builds`
+    (the default) both run in low-priority worker processes, one for builds and one for
+    embedding: chunking, tokenising and reading every chunk back to embed it are Python work
+    that would hold the serving process's GIL for seconds and stall every search.
     """
 
     def __init__(
@@ -61,7 +84,8 @@ class LiveIndex:
     ) -> None:
         self.root, self.index_dir, self.options = Path(root), Path(index_dir), options
         self._isolate = isolate_builds
-        self._pool: ProcessPoolExecutor | None = None
+        self._pools: dict[str, ProcessPoolExecutor] = {}
+        self._worker_stop = multiprocessing.get_context("spawn").Event() if isolate_builds else None
         self._on_event = on_event
         self._stop = threading.Event()
         self._fill_wanted = threading.Event()
@@ -83,22 +107,30 @@ class LiveIndex:
         return report
 
     def _build(self) -> BuildReport:
-        """Build in a worker process when isolated: chunking and tokenising are pure Python, and
-        in the serving process they would hold the GIL for seconds and stall every search."""
         if not self._isolate:
             return build_index(self.root, self.index_dir, self.options)
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
+        return self._in_worker("build", build_index, self.root, self.index_dir, self.options)
+
+    def _fill(self) -> FillReport:
+        if not self._isolate:
+            should_stop = lambda: self._stop.is_set() or self._rebuilding.is_set()  # noqa: E731
+            return fill_vectors(self.index_dir, should_stop=should_stop)
+        return self._in_worker("fill", _fill_in_worker, self.index_dir)
+
+    def _in_worker(self, kind: str, fn: Callable[..., Any], *args: Any) -> Any:
+        pool = self._pools.get(kind)
+        if pool is None:
+            pool = self._pools[kind] = ProcessPoolExecutor(
                 max_workers=1,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_worker_init,
-                initargs=(os.getpid(),),
+                initargs=(os.getpid(), self._worker_stop),
             )
         try:
-            return self._pool.submit(build_index, self.root, self.index_dir, self.options).result()
+            return pool.submit(fn, *args).result()
         except BrokenProcessPool:
-            self._pool = None
-            raise IndexingError(f"the indexing worker for {self.root} died: run `bridge index {self.root}`") from None
+            del self._pools[kind]
+            raise IndexingError(f"the {kind} worker for {self.root} died: run `bridge index {self.root}`") from None
 
     def start(self, watch: bool = True) -> None:
         if self.options.embedder:
@@ -109,12 +141,14 @@ class LiveIndex:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        if self._worker_stop is not None:
+            self._worker_stop.set()
         self._fill_wanted.set()
         for t in self._threads:
             t.join(timeout)
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        for pool in self._pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._pools.clear()
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -128,9 +162,7 @@ class LiveIndex:
             if self._stop.is_set():
                 return
             try:
-                report = fill_vectors(
-                    self.index_dir, should_stop=lambda: self._stop.is_set() or self._rebuilding.is_set()
-                )
+                report = self._fill()
             except IndexingError as exc:
                 self._on_event("error", exc)
                 continue

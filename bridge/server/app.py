@@ -196,7 +196,10 @@ def _uvicorn_server(app: Any) -> Any:
     import uvicorn
 
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3, ws="none"
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3, ws="none",
+        # Longer than clients keep an idle connection (httpx: 5 s), so the client closes it first:
+        # with equal timeouts a burst reuses a connection the server is closing (ReadError).
+        timeout_keep_alive=30,
     )
     return uvicorn.Server(config)
 

@@ -17,6 +17,7 @@ from bridge.server.errors import ServeError, ToolInputError
 from bridge.server.memory import limit_arenas, trim
 from index.build import BuildOptions, BuildReport, build_index
 from index.discover import resolve_path
+from index.errors import IndexingError
 from index.search import Searcher
 from index.store import IndexDir, Manifest, default_index_dir
 from index.types import Progress, Selection
@@ -113,7 +114,7 @@ class Repo:
 
     def resolve(self, user_path: str) -> Path:
         """The real file behind a user's path, under the same rules as the index (or PathNotAllowed)."""
-        return resolve_path(self.root, user_path, self.selection, (self.index_dir,))
+        return resolve_path(self.root, user_path, self.selection, (self.index_dir,), self.searcher.manifest.files)
 
     def refresh(self) -> BuildReport:
         """Re-index now (incremental); searches keep answering from the previous index meanwhile."""
@@ -128,6 +129,11 @@ class Repo:
         elif kind == "build":
             self.last_error = None
         if kind in ("build", "fill"):
+            # Here, on the thread that did the work, not in the next search.
+            try:
+                self.searcher.warm()
+            except IndexingError:
+                pass  # a search will report it
             trim()  # the previous generation's memory is free now
 
     def status(self) -> RepoStatus:

@@ -1,0 +1,274 @@
+"""File-level evidence for hybrid search: which files a question is about.
+
+A question such as a bug report asks "which file?" as much as "which lines?". Hybrid search
+therefore ranks files too, with six signals fused by weighted reciprocal rank (the fusion the
+chunks use: score = Σ weight / (RRF_K + rank)):
+
+- chunks: a file's best chunk BM25 score for the whole question;
+- files: its chunks' summed BM25 over the square root of its chunk count, which rewards a file
+  whose vocabulary covers the whole question without simply favouring long files;
+- title: a file's best chunk BM25 for the first line alone, when the question has several lines
+  (a report's summary line says what is wrong; its body adds logs, versions and package lists);
+- mentions: files the question names, as a path (tracebacks: `File ".../pkg/mod.py"`) or as a
+  dotted module (`from pkg.mod import f`), most-named first;
+- definitions: files whose chunks define identifiers the question uses in code (backticks, code
+  blocks, tracebacks, or names shaped like code), by the summed idf of those names;
+- dense: a file's best chunk cosine among the DENSE_CHUNKS nearest chunks.
+
+Auxiliary files (tests, docs, examples, files in no programming language) have their fused score
+multiplied by AUXILIARY_FACTOR unless the question names them: a report of wrong behaviour is
+answered by the implementation, and tests and docs repeat its vocabulary. Weights are all 1 and
+the constants round numbers; bench/swebench.py measures each signal's share (bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from index.languages import language_for
+
+__all__ = [
+    "AUXILIARY_FACTOR",
+    "DENSE_CHUNKS",
+    "SIGNALS",
+    "FileEvidence",
+    "QueryClues",
+    "extract_clues",
+    "fuse",
+    "is_auxiliary",
+    "title_of",
+]
+
+RRF_K = 60
+AUXILIARY_FACTOR = 0.5
+DENSE_CHUNKS = 1000  # nearest chunks looked at for the dense file ranking
+MAX_MATCHES = 3  # a mention matching more files than this is too vague to count
+SIGNALS: Mapping[str, float] = {"chunks": 1.0, "files": 1.0, "title": 1.0, "mentions": 1.0, "definitions": 1.0,
+                                "dense": 1.0}
+
+_PATH = re.compile(
+    r"[\w.\-/\\]*[\w\-]+\.(?:py|pyx|pxd|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|java|rb|rst|md|txt|cfg|toml|ini|ya?ml|json)\b"
+)
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_FROM_IMPORT = re.compile(r"\bfrom\s+([\w.]+)\s+import\s+\(?([\w\s,]+)")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\(")
+_FENCE = re.compile(r"```.*?(?:```|$)", re.S)
+_INLINE = re.compile(r"`[^`\n]+`")
+_CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.M)
+_TEST_DIRS = frozenset({"test", "tests", "testing"})
+_DOC_DIRS = frozenset({"doc", "docs", "example", "examples", "benchmarks", "bench"})
+# Languages of prose and data rather than code (None: the name says nothing, e.g. CHANGES).
+_NOT_CODE = frozenset({None, "markdown", "rst", "text", "latex", "json", "yaml", "toml", "ini", "xml", "html",
+                       "css", "scss", "less"})
+
+
+@dataclass(frozen=True)
+class QueryClues:
+    """What a question says about code, beyond its words."""
+
+    paths: tuple[str, ...]  # path-like mentions, "/" separators, in order of appearance
+    modules: tuple[str, ...]  # dotted names, in order of appearance
+    identifiers: frozenset[str]  # names used in code context or shaped like code
+
+
+def extract_clues(query: str) -> QueryClues:
+    paths = tuple(m.group(0).replace("\\", "/").removeprefix("./") for m in _PATH.finditer(query))
+    modules = [m.group(0) for m in _DOTTED.finditer(query)]
+    for match in _FROM_IMPORT.finditer(query):
+        modules.extend(f"{match.group(1)}.{name}" for name in re.findall(r"\w+", match.group(2)))
+    code = "\n".join([*_FENCE.findall(query), *_INLINE.findall(query), *_CODE_LINE.findall(query)])
+    identifiers = set(_IDENT.findall(code))
+    for match in _IDENT.finditer(query):
+        window = query[max(0, match.start() - 1) : match.end() + 1]
+        if _CODE_SHAPED.search(window):
+            identifiers.add(match.group(0))
+    return QueryClues(paths, tuple(modules), frozenset(identifiers))
+
+
+def title_of(query: str) -> str | None:
+    """The first non-empty line of a question of several lines; None for a one-line question."""
+    lines = [line for line in query.splitlines() if line.strip()]
+    return lines[0] if len(lines) > 1 else None
+
+
+def is_auxiliary(path: str) -> bool:
+    """Tests, documentation, examples and non-code files: they describe code rather than implement it."""
+    parts = path.lower().split("/")
+    name = parts[-1]
+    if any(p in _TEST_DIRS for p in parts[:-1]) or parts[0] in _DOC_DIRS:
+        return True
+    if name.startswith("test_") or name.endswith("_test.py") or name in ("conftest.py", "tests.py"):
+        return True
+    return language_for(path) in _NOT_CODE
+
+
+def fuse(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float],
+         demoted: frozenset[int] = frozenset(), factor: float = 1.0) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion of file rankings; files in `demoted` have their score × factor."""
+    score: dict[int, float] = {}
+    for name, weight in weights.items():
+        for rank, i in enumerate(rankings.get(name, ()), start=1):
+            score[i] = score.get(i, 0.0) + weight / (RRF_K + rank)
+    for i in demoted & score.keys():
+        score[i] *= factor
+    return score
+
+
+def _order(values: np.ndarray) -> list[int]:
+    """Indices with a positive (finite) value, best first; ties by index."""
+    keep = np.flatnonzero(values > 0)
+    return keep[np.lexsort((keep, -values[keep]))].tolist()
+
+
+class FileEvidence:
+    """The file-level view of one index generation; the lookup tables are built on first use."""
+
+    def __init__(
+        self, paths: Sequence[str], first_chunk: np.ndarray, n_chunks: np.ndarray,
+        symbols: Callable[[], list[tuple[int, str]]],
+    ) -> None:
+        self.paths = tuple(paths)
+        self.first_chunk, self.n_chunks = first_chunk, n_chunks
+        self.chunk_file = np.zeros(int(n_chunks.sum()), dtype=np.int64)  # file number of every chunk id
+        for i, (first, n) in enumerate(zip(first_chunk.tolist(), n_chunks.tolist())):
+            self.chunk_file[first : first + n] = i
+        # Chunk ids run file after file, so a file's chunks are one slice: per-file maxima and sums
+        # are one reduceat over the files that have chunks, in chunk order.
+        self._sliced = np.flatnonzero(n_chunks > 0)
+        self._sliced = self._sliced[np.argsort(first_chunk[self._sliced], kind="stable")]
+        self._sqrt_counts = np.sqrt(np.maximum(n_chunks, 1))
+        self._symbols = symbols
+        self._lock = threading.Lock()
+        self._suffixes: dict[str, list[int]] | None = None
+        self._definitions: dict[str, frozenset[int]] | None = None
+        self._auxiliary: frozenset[int] | None = None
+
+    def rank(
+        self,
+        query: str,
+        chunk_scores: np.ndarray,
+        title_scores: np.ndarray | None,
+        dense: Sequence[tuple[int, float]],
+        allowed: np.ndarray | None = None,
+        weights: Mapping[str, float] = SIGNALS,
+    ) -> dict[int, float]:
+        """Fused score of every file with some evidence (`allowed`: a mask over files)."""
+        rankings = self.rankings(query, chunk_scores, title_scores, dense)
+        if allowed is not None:
+            rankings = {name: [i for i in order if allowed[i]] for name, order in rankings.items()}
+        demoted = self.auxiliary() - frozenset(rankings["mentions"])
+        return fuse(rankings, weights, demoted, AUXILIARY_FACTOR)
+
+    def rankings(
+        self, query: str, chunk_scores: np.ndarray, title_scores: np.ndarray | None, dense: Sequence[tuple[int, float]]
+    ) -> dict[str, list[int]]:
+        """Each signal's file ranking (file numbers, best first)."""
+        n = len(self.paths)
+        best, total = self._per_file(chunk_scores, np.maximum), self._per_file(chunk_scores, np.add)
+        title = self._per_file(title_scores, np.maximum) if title_scores is not None else np.zeros(n)
+        near = np.full(n, -np.inf)
+        if dense:
+            ids = np.fromiter((cid for cid, _ in dense), dtype=np.int64, count=len(dense))
+            similarity = np.fromiter((sim for _, sim in dense), dtype=np.float64, count=len(dense))
+            np.maximum.at(near, self.chunk_file[ids], similarity)
+        reached = np.flatnonzero(np.isfinite(near))
+        clues = extract_clues(query)
+        return {
+            "chunks": _order(best),
+            "files": _order(total / self._sqrt_counts),
+            "title": _order(title),
+            "mentions": self.mentioned(clues),
+            "definitions": self.defining(clues),
+            "dense": reached[np.lexsort((reached, -near[reached]))].tolist(),
+        }
+
+    def _per_file(self, chunk_values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+        out = np.zeros(len(self.paths))
+        if len(self._sliced) and len(chunk_values):
+            out[self._sliced] = ufunc.reduceat(chunk_values.astype(np.float64), self.first_chunk[self._sliced])
+        return out
+
+    def mentioned(self, clues: QueryClues) -> list[int]:
+        """Files the question names, most-named first (ties: first named first)."""
+        table = self._suffix_table()
+        counts: dict[int, int] = {}
+        for mention in clues.paths:
+            for i in _suffix_matches(mention, table):
+                counts[i] = counts.get(i, 0) + 1
+        for dotted in clues.modules:
+            parts = dotted.split(".")
+            for end in range(len(parts), 1, -1):  # the longest prefix that is a module wins
+                module = "/".join(parts[:end])
+                found = [*table.get(module + ".py", ()), *table.get(module + "/__init__.py", ())]
+                if found:
+                    if len(found) <= MAX_MATCHES:
+                        for i in found:
+                            counts[i] = counts.get(i, 0) + 1
+                    break
+        return sorted(counts, key=lambda i: -counts[i])  # sorted() is stable: first named stays first
+
+    def defining(self, clues: QueryClues) -> list[int]:
+        """Files defining the question's identifiers, by the summed idf of the names they define."""
+        if not clues.identifiers:
+            return []
+        definitions = self._definition_table()
+        score: dict[int, float] = {}
+        for name in clues.identifiers:
+            where = definitions.get(name)
+            if not where or name.startswith("__"):
+                continue
+            idf = math.log(len(self.paths) / len(where))
+            for i in where:
+                score[i] = score.get(i, 0.0) + idf
+        return sorted((i for i in score if score[i] > 0), key=lambda i: (-score[i], i))
+
+    def prepare(self) -> None:
+        """Build every lookup table now rather than on first use."""
+        self.auxiliary()
+        self._suffix_table()
+        self._definition_table()
+
+    def auxiliary(self) -> frozenset[int]:
+        with self._lock:
+            if self._auxiliary is None:
+                self._auxiliary = frozenset(i for i, p in enumerate(self.paths) if is_auxiliary(p))
+            return self._auxiliary
+
+    def _suffix_table(self) -> dict[str, list[int]]:
+        with self._lock:
+            if self._suffixes is None:
+                table: dict[str, list[int]] = {}
+                for i, path in enumerate(self.paths):
+                    parts = path.split("/")
+                    for start in range(len(parts)):
+                        table.setdefault("/".join(parts[start:]), []).append(i)
+                self._suffixes = table
+            return self._suffixes
+
+    def _definition_table(self) -> dict[str, frozenset[int]]:
+        """identifier -> files with a chunk whose symbol (`Class.method`) names it."""
+        with self._lock:
+            if self._definitions is None:
+                found: dict[str, set[int]] = {}
+                for cid, symbol in self._symbols():
+                    for name in symbol.split("."):
+                        found.setdefault(name, set()).add(int(self.chunk_file[cid]))
+                self._definitions = {name: frozenset(files) for name, files in found.items()}
+            return self._definitions
+
+
+def _suffix_matches(mention: str, by_suffix: Mapping[str, Sequence[int]]) -> Sequence[int]:
+    # The longest tail of the mention that is the tail of some file path decides.
+    parts = mention.strip("/").split("/")
+    for start in range(len(parts)):
+        found = by_suffix.get("/".join(parts[start:]))
+        if found:
+            return found if len(found) <= MAX_MATCHES else ()
+    return ()
