@@ -199,3 +199,14 @@ def test_refusals_say_why(repo: Path) -> None:
 def test_a_secret_resolves_when_the_selection_includes_it(repo: Path) -> None:
     selection = Selection(include=(".env",))
     assert resolve_path(repo, ".env", selection) == (repo / ".env").resolve()
+
+
+def test_paths_an_index_listed_skip_the_ignore_check_but_no_other_check(repo: Path) -> None:
+    known = {"ignored.log", ".env", "link_out", "big.txt", "image.bin", "../x"}
+    # An index only lists selected files; trusting its list spares a git process per read.
+    assert resolve_path(repo, "ignored.log", SELECTION, known=known) == (repo / "ignored.log").resolve()
+    for user_path, reason in {".env": "looks like a secret", "link_out": "leaves the repository",
+                              "big.txt": "larger than", "image.bin": "is a binary file",
+                              "../x": "leaves the repository"}.items():
+        with pytest.raises(PathNotAllowed, match=reason):
+            resolve_path(repo, user_path, SELECTION, known=known)
