@@ -98,9 +98,9 @@ def build_server(service: Service) -> Any:
         "mcp-retrieval-bridge",
         version=__version__,
         instructions=(
-            f"Code search over {names}. Start with search_code (hybrid BM25 + vectors); read_file for more "
-            "lines around a hit; outline for a file's symbols; list_files to browse. Results name "
-            "`path:start-end`; line numbers are 1-based and inclusive."
+            f"Code search over {names}. Start with search_code (hybrid: BM25 + vectors, the best chunk of "
+            "each best file); read_file for more lines around a hit; outline for a file's symbols; "
+            "list_files to browse. Results name `path:start-end`; line numbers are 1-based and inclusive."
         ),
         log_level="WARNING",
         middleware=[audit],

@@ -87,7 +87,10 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
         mode: Annotated[
             str,
             Field(
-                description="hybrid (BM25 + vectors, fused), lexical (exact words and names) or vector (meaning).",
+                description=(
+                    "hybrid (BM25 + vectors + file evidence: the best chunk of each best file), lexical (exact "
+                    "words and names, chunk by chunk) or vector (meaning)."
+                ),
                 json_schema_extra={"enum": ["hybrid", "lexical", "vector"]},
             ),
         ] = "hybrid",
