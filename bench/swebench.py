@@ -223,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--repos", default="", help="comma-separated repository names (default: all)")
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--embedder", default="static",
+                        help="static (default) or minilm; give minilm its own --work folder and --out-dir")
     args = parser.parse_args(argv)
     started = time.perf_counter()
 
@@ -235,8 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         questions = [q for q in questions if (q.repo or "").split("/")[-1] in wanted]
     jobs = plan_jobs(questions, args.corpora, args.mirrors)
     ensure_corpora(jobs, args.questions, args.corpora, args.mirrors, progress)
-    embedder = load_embedder("static", cache_dir=default_home() / "models")
-    indexes, built = prepare_indexes(jobs, args.work, embedder, progress)
+    embedder = load_embedder(args.embedder, cache_dir=default_home() / "models")
+    indexes, built = prepare_indexes(jobs, args.work, embedder, progress, args.embedder)
     build_seconds = time.perf_counter() - started
     progress(f"{len(jobs)} trees indexed ({len(built)} built now, {len(jobs) - len(built)} kept from an earlier run)")
     if args.build_only:
@@ -249,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {"questions": len(records), "trees": len(jobs), "embedder": getattr(embedder, "id", "static"),
             "seconds": round(time.perf_counter() - started, 1), "index_seconds": round(build_seconds, 1),
             "trees_built": len(built),
-            "command": "python -m bench.swebench" + (f" --repos {args.repos}" if args.repos else "")}
+            "command": "python -m bench.swebench" + (f" --repos {args.repos}" if args.repos else "")
+            + (f" --embedder {args.embedder}" if args.embedder != "static" else "")}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     report = {**meta, "modes": list(MODES), "signals": dict(SIGNALS), **summary, "per_question": _per_question(records)}
     (args.out_dir / "swebench.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

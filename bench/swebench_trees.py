@@ -43,7 +43,7 @@ __all__ = [
 
 DONE_MARKER = "bench-complete"
 MATERIALIZE = Path("/work/shared/bench/materialize.sh")
-EMBEDDER = "static"
+EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
 # The modules whose code decides what an index holds (not how it is searched or watched).
 _CONTENT_MODULES = ("discover", "languages", "chunk", "tokenize", "lexical", "embed", "vector", "store", "build")
 
@@ -169,7 +169,7 @@ def _read(path: Path) -> str | None:
 
 
 def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: object,
-                    progress: Progress) -> tuple[dict[str, Path], list[str]]:
+                    progress: Progress, spec: str = EMBEDDER) -> tuple[dict[str, Path], list[str]]:
     """Index every tree once (lexical + static vectors): (tree name -> kept index, trees built now)."""
     fingerprint = index_fingerprint(embedder)
     kept: dict[str, Path] = {}
@@ -188,7 +188,7 @@ def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: object,
             (live_index / DONE_MARKER).write_text(fingerprint, encoding="utf-8")
         started = time.perf_counter()
         changed = sync_tree(job.tree, live)
-        build = build_index(live, live_index, BuildOptions(embedder=EMBEDDER, lock_timeout=600))
+        build = build_index(live, live_index, BuildOptions(embedder=spec, lock_timeout=600))
         fill = fill_vectors(live_index, embedder=embedder, cache_path=work / "embeddings" / f"{short}.sqlite")
         if not fill.complete:
             raise RuntimeError(f"vectors of {job.name} are incomplete ({fill.embedded_chunks}/{fill.chunks})")
