@@ -33,8 +33,6 @@ def _ignore(index_dir: Path) -> Callable[[object, str], bool]:
 # Re-indexing is background work: under load the searches it keeps fresh come first. At nice 10
 # a busy core still gives the worker about a tenth of its time, so rebuilds slow down, not stop.
 WORKER_NICENESS = 10
-
-
 _stop_event: Any = None  # in a worker: set by the serving process when it stops
 
 

@@ -10,6 +10,7 @@ advertises them. The audit log is written around every call by `audit.AuditMiddl
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from typing import Annotated, Callable, Optional
 
 from mcp.server.mcpserver import MCPServer
@@ -72,9 +73,7 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
     one_at_a_time = threading.Lock()
 
     def on_repo(name: str | None, work: Callable[[Repo], Outcome], exclusive: bool = True) -> CallToolResult:
-        if not exclusive:
-            return _answer(lambda: work(repos.get(name)))
-        with one_at_a_time:
+        with one_at_a_time if exclusive else nullcontext():
             return _answer(lambda: work(repos.get(name)))
 
     def search_code(
