@@ -121,10 +121,10 @@ def fuse(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float],
     return score
 
 
-def _order(values: np.ndarray) -> list[int]:
-    """Indices with a positive (finite) value, best first; ties by index."""
-    keep = np.flatnonzero(values > 0)
-    return keep[np.lexsort((keep, -values[keep]))].tolist()
+def _order(values: np.ndarray, keep: np.ndarray | None = None) -> list[int]:
+    """Indices where `keep` (default: a positive value), best value first; ties by index."""
+    kept = np.flatnonzero(values > 0 if keep is None else keep)
+    return kept[np.lexsort((kept, -values[kept]))].tolist()
 
 
 class FileEvidence:
@@ -178,7 +178,6 @@ class FileEvidence:
             ids = np.fromiter((cid for cid, _ in dense), dtype=np.int64, count=len(dense))
             similarity = np.fromiter((sim for _, sim in dense), dtype=np.float64, count=len(dense))
             np.maximum.at(near, self.chunk_file[ids], similarity)
-        reached = np.flatnonzero(np.isfinite(near))
         clues = extract_clues(query)
         return {
             "chunks": _order(best),
@@ -186,7 +185,7 @@ class FileEvidence:
             "title": _order(title),
             "mentions": self.mentioned(clues),
             "definitions": self.defining(clues),
-            "dense": reached[np.lexsort((reached, -near[reached]))].tolist(),
+            "dense": _order(near, np.isfinite(near)),  # cosines may be negative
         }
 
     def _per_file(self, chunk_values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:

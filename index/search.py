@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -24,14 +24,15 @@ import numpy as np
 
 from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
+from index.hits import merge_hits, pack_hits
 from index.lexical import LexicalIndex
 from index.rank import DENSE_CHUNKS, SIGNALS, FileEvidence, title_of
 from index.store import ChunkTable, IndexDir, Manifest
-from index.tokenize import estimate_tokens, terms
+from index.tokenize import terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
 from index.vector import VectorIndex
 
-__all__ = ["Searcher", "RRF_K", "MAX_K", "MAX_QUERY_BYTES", "pack_hits", "merge_hits", "rrf"]
+__all__ = ["Searcher", "RRF_K", "MAX_K", "MAX_QUERY_BYTES", "rrf"]
 
 RRF_K = 60
 MAX_K = 50
@@ -46,73 +47,6 @@ def rrf(rankings: list[list[int]]) -> dict[int, float]:
         for rank, cid in enumerate(ranking, 1):
             fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank)
     return fused
-
-
-def merge_hits(hits: list[Hit]) -> list[Hit]:
-    """Fold each hit into an earlier (better) hit of the same file that it overlaps or touches."""
-    merged: list[Hit] = []
-    for hit in hits:
-        for j, kept in enumerate(merged):
-            if kept.path == hit.path and hit.start_line <= kept.end_line + 1 and kept.start_line <= hit.end_line + 1:
-                merged[j] = _union(kept, hit)
-                break
-        else:
-            merged.append(hit)
-    return merged
-
-
-def _union(a: Hit, b: Hit) -> Hit:
-    lines = dict(enumerate(a.text.split("\n"), a.start_line))
-    lines.update(enumerate(b.text.split("\n"), b.start_line))
-    start, end = min(a.start_line, b.start_line), max(a.end_line, b.end_line)
-    text = "\n".join(lines[i] for i in range(start, end + 1))
-    return replace(
-        a,
-        start_line=start,
-        end_line=end,
-        text=text,
-        tokens=estimate_tokens(text),
-        lexical_rank=_best(a.lexical_rank, b.lexical_rank),
-        vector_rank=_best(a.vector_rank, b.vector_rank),
-        symbol=a.symbol if a.symbol == b.symbol else a.symbol or b.symbol,
-    )
-
-
-def _best(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else min(a, b)
-
-
-def pack_hits(hits: list[Hit], max_tokens: int | None, count: Callable[[str], int] = estimate_tokens) -> tuple[list[Hit], bool]:
-    """Whole hits in rank order while they fit; the first that does not is cut at a line boundary."""
-    if max_tokens is None:
-        return hits, False
-    packed: list[Hit] = []
-    used = 0
-    for hit in hits:
-        if used + hit.tokens <= max_tokens:
-            packed.append(hit)
-            used += hit.tokens
-            continue
-        cut = _cut(hit, max_tokens - used, count)
-        if cut is not None:
-            packed.append(cut)
-        return packed, True
-    return packed, False
-
-
-def _cut(hit: Hit, budget: int, count: Callable[[str], int]) -> Hit | None:
-    lines = hit.text.split("\n")
-    lo, hi = 0, len(lines) - 1  # largest n with count(first n lines) <= budget
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count("\n".join(lines[:mid])) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    if lo == 0:
-        return None
-    text = "\n".join(lines[:lo])
-    return replace(hit, end_line=hit.start_line + lo - 1, text=text, tokens=count(text))
 
 
 @dataclass(frozen=True)

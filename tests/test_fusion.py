@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from index.search import RRF_K, merge_hits, pack_hits, rrf
+from index.hits import merge_hits, pack_hits
+from index.search import RRF_K, rrf
 from index.types import Hit
 
 
