@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from bridge.evaluate import Question, QuestionResult, aggregate, load_questions
+from bridge.measure.evaluate import Question, QuestionResult, aggregate, load_questions
 
 __all__ = [
     "MAX_FILE_BYTES",

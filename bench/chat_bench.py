@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -105,9 +105,10 @@ def ask_subprocess(corpus: Path, index_dir: Path, question: str) -> dict:
 
 
 def in_process(corpus: Path, index_dir: Path, question: str, full_tokens: int) -> dict:
-    from bridge.chat import ChatSession, McpRetriever, local_server
-    from bridge.config import Settings
-    from bridge.runtime import LlamaCppRuntime
+    from bridge.chat.retrieval import McpRetriever, local_server
+    from bridge.chat.session import ChatSession
+    from bridge.chat.settings import Settings
+    from bridge.llm.llama import LlamaCppRuntime
 
     with local_server(corpus, index_dir) as server, McpRetriever(server.url, server.token) as retriever:
         with LlamaCppRuntime(n_ctx=8192) as runtime:

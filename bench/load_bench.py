@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 SKIP = {
@@ -126,7 +126,7 @@ def summary(values: list[float]) -> dict:
 
 
 async def wait_embedded(url: str, token: str) -> dict:
-    from bridge.server import connect
+    from bridge.server.client import connect
 
     async with connect(url, token) as client:
         while True:
@@ -138,10 +138,10 @@ async def wait_embedded(url: str, token: str) -> dict:
 
 
 async def overhead(url: str, token: str, index_dir: Path, n: int) -> dict:
-    from bridge.server import connect
-    from index.search import Searcher
-
     import faiss
+
+    from bridge.server.client import connect
+    from index.search import Searcher
 
     faiss.omp_set_num_threads(1)  # as the server does (bridge.server.repos)
     queries = [QUERIES[i % len(QUERIES)] for i in range(n)]
@@ -193,7 +193,7 @@ async def one_client(
     url: str, token: str, files: list[str], deadline: float, seed: int, out: list[tuple],
     mix: dict[str, float] = DEFAULT_MIX,
 ) -> None:
-    from bridge.server import connect
+    from bridge.server.client import connect
 
     rng = random.Random(seed)
     async with connect(url, token) as client:
@@ -209,7 +209,7 @@ async def one_client(
 
 
 async def reindexer(url: str, token: str, corpus: Path, deadline: float, out: list[tuple[float, float]]) -> None:
-    from bridge.server import connect
+    from bridge.server.client import connect
 
     target = corpus / "bench_churn.py"
     async with connect(url, token) as client:
@@ -228,7 +228,7 @@ async def load(
     mix: dict[str, float] = DEFAULT_MIX, warmup: float = 0.0,
 ) -> dict:
     """Run the load for warmup + duration seconds; figures are of the last `duration` seconds."""
-    from bridge.server import connect
+    from bridge.server.client import connect
 
     async with connect(url, token) as client:
         files = (await client.call_tool("list_files", {"limit": 10000})).structured_content["files"]

@@ -24,11 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 OUT = ROOT / "bench" / "out"
 MIX = "search=0.6,read=0.3,list=0.1"
@@ -130,7 +131,7 @@ def _served(work: Path) -> tuple[subprocess.Popen, str, str, Path]:
 
 
 async def _burst(url: str, token: str, sessions: int, per_session: int) -> tuple[list[float], list[str], float]:
-    from bridge.server import connect
+    from bridge.server.client import connect
 
     latencies: list[float] = []
     errors: list[str] = []
@@ -269,9 +270,10 @@ CHAT_QUESTIONS = [
 
 
 def section_chat(work: Path, args: argparse.Namespace) -> dict:
-    from bridge.chat import ChatSession, local_server, open_runtime
-    from bridge.config import Settings
-    from bridge.gguf import bundled_model_path, kv_bytes_per_token, read_gguf
+    from bridge.chat.retrieval import local_server
+    from bridge.chat.session import ChatSession, open_runtime
+    from bridge.chat.settings import Settings
+    from bridge.llm.gguf import bundled_model_path, kv_bytes_per_token, read_gguf
 
     per_token = kv_bytes_per_token(read_gguf(bundled_model_path()), "f16")
     budget = 1536 * per_token
@@ -280,7 +282,7 @@ def section_chat(work: Path, args: argparse.Namespace) -> dict:
     rows = []
     try:
         with local_server(ROOT, work / "chat-index") as server:
-            from bridge.chat import McpRetriever
+            from bridge.chat.retrieval import McpRetriever
 
             with McpRetriever(server.url, server.token) as retriever:
                 chat = ChatSession(runtime, retriever, settings)
@@ -433,7 +435,7 @@ def main() -> None:
             os.environ.update(saved)
             shutil.rmtree(work, ignore_errors=True)
         results["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                              "date": datetime.now(timezone.utc).isoformat(timespec="minutes")}
+                              "date": datetime.now(UTC).isoformat(timespec="minutes")}
         OUT.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps(results, indent=1) + "\n")
     (OUT / "reliability.md").write_text(write_report(results))

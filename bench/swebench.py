@@ -33,7 +33,7 @@ from typing import Any
 
 from bench.bm25_files_baseline import build_file_index, rank_files
 from bench.swebench_trees import TreeJob, ensure_corpora, plan_jobs, prepare_indexes
-from bridge.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
+from bridge.measure.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
 from index.embed import load_embedder
 from index.rank import SIGNALS
 from index.search import MAX_K, Searcher

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bridge.evaluate import Question
+from bridge.measure.evaluate import Question
 from index.build import BuildOptions, build_index, fill_vectors
 from index.store import IndexDir
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 __all__ = [
     "BridgeError",
     "BudgetError",
+    "ChatError",
+    "CompareError",
+    "ConfigError",
     "ContextContractError",
     "GenerationError",
     "ModelError",
+    "PrefillError",
     "PromptError",
+    "QuestionsError",
     "RuntimeUnavailable",
+    "ServeError",
+    "ToolInputError",
 ]
 
 
@@ -39,3 +46,31 @@ class RuntimeUnavailable(BridgeError):
 
 class GenerationError(BridgeError):
     """The runtime started but a generation request failed."""
+
+
+class ChatError(BridgeError):
+    """A turn cannot run: an empty question, or an MCP server that is unreachable or refused the search."""
+
+
+class CompareError(BridgeError):
+    """The comparison cannot be computed: nothing to count, too few prefill sizes, or a bad size."""
+
+
+class ConfigError(BridgeError):
+    """A setting (option or BRIDGE_* variable) has a value that cannot be used."""
+
+
+class QuestionsError(BridgeError):
+    """A questions file is missing or one of its lines is not a valid question."""
+
+
+class PrefillError(BridgeError):
+    """Prefill timings cannot be fitted: too few sizes, or times that are not positive."""
+
+
+class ServeError(BridgeError):
+    """The server cannot start as configured (no repository, unsafe bind, missing token, busy port)."""
+
+
+class ToolInputError(BridgeError):
+    """A tool was called with an argument out of range or naming an unknown repository."""

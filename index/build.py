@@ -13,10 +13,10 @@ import json
 import shutil
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -113,7 +113,7 @@ def build_index(
                 corpus.save(tmp / "lexical")
                 manifest = Manifest(
                     root=str(Path(root).resolve()),
-                    built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    built_at=datetime.now(UTC).isoformat(timespec="seconds"),
                     embedder=options.embedder,
                     chunking=options.chunking(),
                     selection=_selection_json(options.selection),
@@ -279,7 +279,7 @@ def fill_vectors(
                     checkpoint(have | cache.get_many(emb.id, [h for h, _ in todo]))
                     last = time.perf_counter()
 
-            stop = lambda: superseded or should_stop()  # noqa: E731
+            stop = lambda: superseded or should_stop()
             if todo and not superseded:
                 have.update(embed_with_cache(emb, cache, todo, batch_size, progress, stop))
             count = checkpoint(have) if not superseded else before

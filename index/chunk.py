@@ -40,7 +40,7 @@ import importlib
 import re
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from itertools import accumulate
 from typing import Any
 
@@ -75,7 +75,7 @@ _EXTENSION_GRAMMAR = {
     **dict.fromkeys(("js", "mjs", "cjs", "jsx"), "javascript"),
     **dict.fromkeys(("ts", "mts", "cts"), "typescript"),
     "tsx": "tsx", "go": "go", "rs": "rust", "java": "java", "c": "c", "h": "c",
-    **dict.fromkeys("cc cpp cxx c++ hh hpp hxx h++ ipp tpp inl cu cuh".split(), "cpp"),
+    **dict.fromkeys(["cc", "cpp", "cxx", "c++", "hh", "hpp", "hxx", "h++", "ipp", "tpp", "inl", "cu", "cuh"], "cpp"),
     **dict.fromkeys(("md", "markdown", "mdx"), "markdown"),
 }
 
@@ -426,7 +426,7 @@ def _parser(grammar: str) -> Any | None:
     return cache[grammar]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _language(grammar: str) -> Any | None:
     """The tree-sitter Language from its wheel; None when the wheel is missing (then windows)."""
     module_name, function = GRAMMARS[grammar]

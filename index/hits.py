@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Callable
 
 from index.tokenize import estimate_tokens
 from index.types import Hit
 
-__all__ = ["merge_hits", "pack_hits"]
+__all__ = ["fit_prefix", "merge_hits", "pack_hits"]
 
 
 def merge_hits(hits: list[Hit]) -> list[Hit]:
@@ -63,15 +63,22 @@ def pack_hits(hits: list[Hit], max_tokens: int | None, count: Callable[[str], in
     return packed, False
 
 
-def _cut(hit: Hit, budget: int, count: Callable[[str], int]) -> Hit | None:
-    lines = hit.text.split("\n")
-    lo, hi = 0, len(lines) - 1  # largest n with count(first n lines) <= budget
+def fit_prefix(items: Sequence[str], budget: int, count: Callable[[str], int], sep: str = "\n") -> int:
+    """The largest n such that the first n items, joined by `sep`, count at most `budget` tokens."""
+    lo, hi = 0, len(items)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count("\n".join(lines[:mid])) <= budget:
+        if count(sep.join(items[:mid])) <= budget:
             lo = mid
         else:
             hi = mid - 1
+    return lo
+
+
+def _cut(hit: Hit, budget: int, count: Callable[[str], int]) -> Hit | None:
+    lines = hit.text.split("\n")
+    # Whole lines only, and never all of them (the whole hit did not fit): text stays lines start..end.
+    lo = min(fit_prefix(lines, budget, count), len(lines) - 1)
     if lo == 0:
         return None
     text = "\n".join(lines[:lo])

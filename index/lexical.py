@@ -14,9 +14,10 @@ re-index reuses the terms of unchanged chunks instead of tokenising the whole re
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 

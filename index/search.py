@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -32,11 +32,14 @@ from index.tokenize import terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
 from index.vector import VectorIndex
 
-__all__ = ["Searcher", "RRF_K", "MAX_K", "MAX_QUERY_BYTES", "rrf"]
+__all__ = ["DEFAULT_MAX_TOKENS", "MAX_K", "MAX_QUERY_BYTES", "RRF_K", "Searcher", "rrf"]
 
 RRF_K = 60
 MAX_K = 50
 MAX_QUERY_BYTES = 4096
+# Token budget of a search's hits when a caller names none (MCP `search_code`, the chat loop):
+# a few hundred tokens is what a 4K-8K context can spare for code each turn.
+DEFAULT_MAX_TOKENS = 600
 _CANDIDATES = 100  # per retriever, before fusion and merging
 _STALE_TTL = 2.0  # seconds a staleness count is reused; stat-ing every file per query is wasteful
 
@@ -67,7 +70,7 @@ def _glob_mask(gen: _Generation, path_glob: str | None) -> np.ndarray | None:
     try:
         spec = pathspec.GitIgnoreSpec.from_lines([path_glob])
     except (ValueError, TypeError) as exc:
-        raise BadQuery(f"bad --path-glob {path_glob!r} ({exc}): use a pattern like 'src/**/*.py'") from exc
+        raise BadQuery(f"bad path glob {path_glob!r} ({exc}): use a pattern like 'src/**/*.py'") from exc
     return np.fromiter((spec.match_file(p) for p in gen.paths), dtype=bool, count=len(gen.paths))
 
 
@@ -364,12 +367,13 @@ def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | No
 
 def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int) -> None:
     if not query or not query.strip():
-        raise BadQuery("empty query: say what to look for, e.g. `bridge search 'parse config'`")
-    if len(query.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise BadQuery(f"query is longer than {max_bytes} bytes: shorten it")
+        raise BadQuery("query is empty: say what to look for, e.g. 'where is the config parsed'")
+    size = len(query.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise BadQuery(f"query is {size} bytes, over the {max_bytes}-byte limit: shorten it")
     if not 1 <= k <= MAX_K:
         raise BadQuery(f"k={k} is out of range: use 1 to {MAX_K}")
     if mode not in MODES:
-        raise BadQuery(f"unknown mode {mode!r}: use hybrid, lexical or vector")
+        raise BadQuery(f"mode={mode!r} is unknown: use hybrid, lexical or vector")
     if max_tokens is not None and max_tokens < 1:
         raise BadQuery(f"max_tokens={max_tokens} is out of range: use a positive number")

@@ -27,9 +27,9 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from index.errors import CorruptIndex, IncompatibleIndex, IndexLocked, NoIndex
 from index.types import Chunk

@@ -17,7 +17,7 @@ ANN_THRESHOLD = 100_000
 _HNSW_M = 32
 
 
-def _faiss():  # noqa: ANN202 - returns the module
+def _faiss():
     import faiss
 
     # One query is a few hundred microseconds of work; faiss's OpenMP threads cost 15-20 ms of

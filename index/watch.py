@@ -6,10 +6,11 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from index.build import BuildOptions, BuildReport, FillReport, build_index, fill_vectors
 from index.errors import IndexingError
@@ -111,7 +112,7 @@ class LiveIndex:
 
     def _fill(self) -> FillReport:
         if not self._isolate:
-            should_stop = lambda: self._stop.is_set() or self._rebuilding.is_set()  # noqa: E731
+            should_stop = lambda: self._stop.is_set() or self._rebuilding.is_set()
             return fill_vectors(self.index_dir, should_stop=should_stop)
         return self._in_worker("fill", _fill_in_worker, self.index_dir)
 

@@ -8,14 +8,18 @@ a random token. A repository without an index gets its BM25 index built first (s
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
+from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
 from bridge.cli.common import console, emit_json, fail, resolve_index
 from bridge.errors import BridgeError
 
@@ -45,7 +49,7 @@ TokenEnvOpt = typer.Option(None, "--token-env", help="Variable holding --server'
 KOpt = typer.Option(None, "-k", help="Hits to retrieve (default 5). [BRIDGE_K]")
 ModeOpt = typer.Option(None, "--mode", help="hybrid (default), lexical or vector. [BRIDGE_MODE]")
 SnippetOpt = typer.Option(
-    None, "--snippet-tokens", help="Tokens for retrieved code (default 600). [BRIDGE_SNIPPET_TOKENS]"
+    None, "--snippet-tokens", help=f"Tokens for retrieved code (default {DEFAULT_SNIPPET_BUDGET}). [BRIDGE_SNIPPET_TOKENS]"
 )
 ReserveOpt = typer.Option(
     None, "--answer-reserve", help="Tokens kept for the answer (default 512). [BRIDGE_ANSWER_RESERVE]"
@@ -53,16 +57,52 @@ ReserveOpt = typer.Option(
 ShowBudgetOpt = typer.Option(False, "--show-budget", help="Print the token and KV plan of each turn.")
 
 
-def _settings(**cli: Any) -> Any:
-    from bridge.config import load_settings
+# The model and retrieval options `ask` and `chat` share; each also reads BRIDGE_<NAME>.
+CHAT_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "model": (Path | None, ModelOpt),
+    "n_ctx": (int | None, NCtxOpt),
+    "kv_budget": (str | None, KvBudgetOpt),
+    "cache_type": (str | None, CacheOpt),
+    "gpu_layers": (str | None, GpuOpt),
+    "llm_url": (str | None, LlmUrlOpt),
+    "llm_model": (str | None, LlmModelOpt),
+    "server": (str | None, ServerOpt),
+    "token_env": (str | None, TokenEnvOpt),
+    "k": (int | None, KOpt),
+    "mode": (str | None, ModeOpt),
+    "snippet_tokens": (int | None, SnippetOpt),
+    "answer_reserve": (int | None, ReserveOpt),
+}
 
-    return load_settings(cli)
+
+def with_chat_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Declare CHAT_OPTIONS on `command` for Typer; the command receives them as one `settings`."""
+    hints = typing.get_type_hints(command)
+    own = [
+        p.replace(annotation=hints[name]) for name, p in inspect.signature(command).parameters.items() if name != "settings"
+    ]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+        for name, (annotation, option) in CHAT_OPTIONS.items()
+    ]
+
+    @functools.wraps(command)
+    def run(**given: Any) -> None:
+        from bridge.chat.settings import load_settings
+
+        cli = {name: given.pop(name) for name in CHAT_OPTIONS}
+        command(settings=load_settings(cli), **given)
+
+    run.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
+    run.__annotations__ = {}  # Typer reads the types from the signature above
+    return run
 
 
 @contextmanager
 def _session(repo: Path | None, index_dir: Path | None, settings: Any, *, chat: bool, quiet: bool) -> Iterator[Any]:
     """A ChatSession with its retriever (and in-process server) and runtime, closed afterwards."""
-    from bridge.chat import ChatSession, McpRetriever, local_server, open_runtime
+    from bridge.chat.retrieval import McpRetriever, local_server
+    from bridge.chat.session import ChatSession, open_runtime
 
     with ExitStack() as stack:
         if settings.server is not None:
@@ -144,34 +184,18 @@ def _print_timings(turn: Any) -> None:
     )
 
 
+@with_chat_options
 def ask_cmd(
+    settings: Any,
     question: str = typer.Argument(..., help="The question about the repository."),
-    repo: Optional[Path] = RepoOpt,
-    index_dir: Optional[Path] = IndexDirOpt,
-    model: Optional[Path] = ModelOpt,
-    n_ctx: Optional[int] = NCtxOpt,
-    kv_budget: Optional[str] = KvBudgetOpt,
-    cache_type: Optional[str] = CacheOpt,
-    gpu_layers: Optional[str] = GpuOpt,
-    llm_url: Optional[str] = LlmUrlOpt,
-    llm_model: Optional[str] = LlmModelOpt,
-    server: Optional[str] = ServerOpt,
-    token_env: Optional[str] = TokenEnvOpt,
-    k: Optional[int] = KOpt,
-    mode: Optional[str] = ModeOpt,
-    snippet_tokens: Optional[int] = SnippetOpt,
-    answer_reserve: Optional[int] = ReserveOpt,
+    repo: Path | None = RepoOpt,
+    index_dir: Path | None = IndexDirOpt,
     show_budget: bool = ShowBudgetOpt,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON report to stdout instead of streaming."),
 ) -> None:
     """Answer one question about a repository with the local model; report sources, budget, timings."""
-    from bridge.chat import ask_report
+    from bridge.chat.session import ask_report
 
-    settings = _settings(
-        model=model, n_ctx=n_ctx, kv_budget=kv_budget, cache_type=cache_type, gpu_layers=gpu_layers,
-        llm_url=llm_url, llm_model=llm_model, server=server, token_env=token_env, k=k, mode=mode,
-        snippet_tokens=snippet_tokens, answer_reserve=answer_reserve,
-    )
     with _session(repo, index_dir, settings, chat=False, quiet=json_out) as session:
         turn = session.ask(question, on_token=None if json_out else _stream, on_plan=_on_plan(show_budget))
         if json_out:
@@ -224,30 +248,14 @@ def _repl(session: Any, show_budget: bool) -> None:
             console.print(f"[dim]{len(turn.sources)} sources; {turn.total_ms / 1000:.1f} s[/]", markup=True)
 
 
+@with_chat_options
 def chat_cmd(
-    repo: Optional[Path] = RepoOpt,
-    index_dir: Optional[Path] = IndexDirOpt,
-    model: Optional[Path] = ModelOpt,
-    n_ctx: Optional[int] = NCtxOpt,
-    kv_budget: Optional[str] = KvBudgetOpt,
-    cache_type: Optional[str] = CacheOpt,
-    gpu_layers: Optional[str] = GpuOpt,
-    llm_url: Optional[str] = LlmUrlOpt,
-    llm_model: Optional[str] = LlmModelOpt,
-    server: Optional[str] = ServerOpt,
-    token_env: Optional[str] = TokenEnvOpt,
-    k: Optional[int] = KOpt,
-    mode: Optional[str] = ModeOpt,
-    snippet_tokens: Optional[int] = SnippetOpt,
-    answer_reserve: Optional[int] = ReserveOpt,
+    settings: Any,
+    repo: Path | None = RepoOpt,
+    index_dir: Path | None = IndexDirOpt,
     show_budget: bool = ShowBudgetOpt,
 ) -> None:
     """Chat about a repository: each turn retrieves code over MCP and answers within the budget."""
-    settings = _settings(
-        model=model, n_ctx=n_ctx, kv_budget=kv_budget, cache_type=cache_type, gpu_layers=gpu_layers,
-        llm_url=llm_url, llm_model=llm_model, server=server, token_env=token_env, k=k, mode=mode,
-        snippet_tokens=snippet_tokens, answer_reserve=answer_reserve,
-    )
     with _session(repo, index_dir, settings, chat=True, quiet=False) as session:
         info = session.runtime.info
         console.print(f"model {info.model}, n_ctx {info.n_ctx}\n{HELP}")

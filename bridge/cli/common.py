@@ -55,8 +55,15 @@ class ProgressBars:
     _LABELS = {"discover": "files", "chunk": "chunking", "lexical": "BM25", "embed": "embedding", "write": "writing"}
 
     def __init__(self, enabled: bool = True) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn
-        from rich.progress import TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(
             TextColumn("{task.description:>10}"),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
+from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
 from bridge.cli.common import console, emit_json, fail, resolve_index
 
 __all__ = ["compare_cmd", "register", "write_plot"]
@@ -29,18 +30,18 @@ def _sizes(text: str | None) -> list[int] | None:
 def _model_side(model: Path | None, preset_name: str | None, n_ctx: int | None, kv_budget: int | None,
                 cache_type: str, threads: int | None) -> tuple[Any, Any]:
     """(ModelSide, runtime or None); a preset needs no file and measures nothing."""
-    from bridge.budget import TemplateOverhead
-    from bridge.compare import ModelSide
-    from bridge.gguf import choose_n_ctx, preset
+    from bridge.llm.gguf import choose_n_ctx, preset
+    from bridge.llm.runtime import TemplateOverhead
+    from bridge.measure.compare import ModelSide
 
     if preset_name is not None:
-        from bridge.tokens import estimate_tokens
+        from bridge.llm.tokens import estimate_tokens
 
         facts = preset(preset_name)
         chosen = choose_n_ctx(facts, n_ctx, kv_budget, cache_type)  # type: ignore[arg-type]
         side = ModelSide(facts, preset_name, chosen, cache_type, estimate_tokens, False, TemplateOverhead(), None)  # type: ignore[arg-type]
         return side, None
-    from bridge.runtime import LlamaCppRuntime
+    from bridge.llm.llama import LlamaCppRuntime
 
     runtime = LlamaCppRuntime(model, n_ctx=n_ctx, cache_type=cache_type, kv_budget_bytes=kv_budget,  # type: ignore[arg-type]
                               n_threads=threads)
@@ -50,27 +51,27 @@ def _model_side(model: Path | None, preset_name: str | None, n_ctx: int | None, 
 
 
 def compare_cmd(
-    repo: Optional[Path] = typer.Option(None, "--repo", help="Repository (default: the current folder)."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Its index folder (default: under BRIDGE_HOME)."),
+    repo: Path | None = typer.Option(None, "--repo", help="Repository (default: the current folder)."),
+    index_dir: Path | None = typer.Option(None, "--index-dir", help="Its index folder (default: under BRIDGE_HOME)."),
     question: list[str] = typer.Option([], "--question", help="Question for the retrieval side (repeatable; default: 3 samples)."),
-    model: Optional[Path] = typer.Option(None, "--model", help="A .gguf file (default: the bundled SmolLM2)."),
-    preset_name: Optional[str] = typer.Option(None, "--preset", help="llama-3.1-8b|70b|405b, llama-3.2-1b|3b: no file, no timings."),
-    n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="Context length (default: min(8192, trained context))."),
+    model: Path | None = typer.Option(None, "--model", help="A .gguf file (default: the bundled SmolLM2)."),
+    preset_name: str | None = typer.Option(None, "--preset", help="llama-3.1-8b|70b|405b, llama-3.2-1b|3b: no file, no timings."),
+    n_ctx: int | None = typer.Option(None, "--n-ctx", help="Context length (default: min(8192, trained context))."),
     cache_type: str = typer.Option("f16", "--cache-type", help="KV cache type for the headline numbers: f16, q8_0 or q4_0."),
-    kv_budget: Optional[str] = typer.Option(None, "--kv-budget", help="KV-cache bytes allowed, e.g. 256MiB."),
-    sizes: Optional[str] = typer.Option(None, "--sizes", help="Prefill sizes in tokens, e.g. 512,1024,2048,4096 (default: 1/16..1 of n_ctx)."),
+    kv_budget: str | None = typer.Option(None, "--kv-budget", help="KV-cache bytes allowed, e.g. 256MiB."),
+    sizes: str | None = typer.Option(None, "--sizes", help="Prefill sizes in tokens, e.g. 512,1024,2048,4096 (default: 1/16..1 of n_ctx)."),
     repeats: int = typer.Option(2, "--repeats", min=1, help="Rounds over all prefill sizes; the fastest run of each size counts."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="llama.cpp threads (1 times steadily on a busy machine)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="llama.cpp threads (1 times steadily on a busy machine)."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="Hits retrieved per question."),
-    snippet_tokens: int = typer.Option(600, "--snippet-tokens", min=0, help="Tokens for retrieved code."),
+    snippet_tokens: int = typer.Option(DEFAULT_SNIPPET_BUDGET, "--snippet-tokens", min=0, help="Tokens for retrieved code."),
     answer_reserve: int = typer.Option(512, "--answer-reserve", min=1, help="Tokens kept for the answer."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of prefill time and KV memory against context length."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write a PNG of prefill time and KV memory against context length."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document to stdout."),
 ) -> None:
     """Tokens, KV-cache bytes and prefill time: retrieval versus the whole repository in context."""
-    from bridge.compare import DEFAULT_SAMPLE_QUESTIONS, compare
-    from bridge.config import parse_bytes
-    from bridge.gguf import CACHE_TYPES
+    from bridge.chat.settings import parse_bytes
+    from bridge.llm.gguf import CACHE_TYPES
+    from bridge.measure.compare import DEFAULT_SAMPLE_QUESTIONS, compare
     from index.search import Searcher
 
     if model is not None and preset_name is not None:

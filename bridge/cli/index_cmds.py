@@ -3,35 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from bridge.cli.common import ProgressBars, console, emit_json, fail, resolve_index, to_jsonable
 
-__all__ = ["register", "search_json"]
+__all__ = ["register"]
 
 RepoOpt = typer.Option(None, "--repo", help="Repository root (default: the current folder).")
 IndexDirOpt = typer.Option(None, "--index-dir", help="Index folder (default: one per repository under BRIDGE_HOME).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document to stdout.")
 
 
-def search_json(result: object) -> dict:
-    """The `bridge search --json` shape of INTERFACES.md (also the MCP `search_code` result)."""
-    data = to_jsonable(result)
-    return {
-        "query": data["query"],
-        "mode": data["mode"],
-        "took_ms": round(data["took_ms"], 3),
-        "hits": data["hits"],
-        "truncated": data["truncated"],
-        "index": data["index"],
-    }
-
-
 def index_cmd(
     path: Path = typer.Argument(..., help="Repository to index."),
-    index_dir: Optional[Path] = IndexDirOpt,
+    index_dir: Path | None = IndexDirOpt,
     watch: bool = typer.Option(False, "--watch", help="Keep re-indexing changed files until interrupted."),
     no_vectors: bool = typer.Option(False, "--no-vectors", help="Lexical (BM25) only; no embedding."),
     embedder: str = typer.Option(
@@ -105,11 +91,11 @@ def _print_report(report: object, fill: object) -> None:
 
 def search_cmd(
     query: str = typer.Argument(..., help="What to look for: identifiers, error text, or a description."),
-    repo: Optional[Path] = RepoOpt,
-    index_dir: Optional[Path] = IndexDirOpt,
+    repo: Path | None = RepoOpt,
+    index_dir: Path | None = IndexDirOpt,
     k: int = typer.Option(5, "-k", help="Number of hits (1-50)."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Token budget for all hits together."),
-    path_glob: Optional[str] = typer.Option(None, "--path-glob", help="Only paths matching this glob, e.g. 'src/**/*.py'."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Token budget for all hits together."),
+    path_glob: str | None = typer.Option(None, "--path-glob", help="Only paths matching this glob, e.g. 'src/**/*.py'."),
     mode: str = typer.Option("hybrid", "--mode", help="hybrid, lexical or vector."),
     json_out: bool = JsonOpt,
 ) -> None:
@@ -119,7 +105,9 @@ def search_cmd(
     _, where = resolve_index(repo, index_dir)
     result = Searcher(where).search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob)
     if json_out:
-        emit_json(search_json(result))
+        from bridge.server.models import SearchCodeResult
+
+        emit_json(SearchCodeResult.from_result(result))
         return
     for n, hit in enumerate(result.hits, 1):
         ranks = f"lexical #{hit.lexical_rank or '-'}, vector #{hit.vector_rank or '-'}"
@@ -136,7 +124,7 @@ def _freshness(info: object) -> str:
     return f"index built {info.built_at}{stale}; {info.embedded_chunks}/{info.chunks} chunks embedded"
 
 
-def status_cmd(repo: Optional[Path] = RepoOpt, index_dir: Optional[Path] = IndexDirOpt, json_out: bool = JsonOpt) -> None:
+def status_cmd(repo: Path | None = RepoOpt, index_dir: Path | None = IndexDirOpt, json_out: bool = JsonOpt) -> None:
     """Show what is indexed, how fresh it is and how much is embedded."""
     from index.search import Searcher
 

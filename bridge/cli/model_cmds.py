@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from bridge.cli.common import console, emit_json, fail
 
 if TYPE_CHECKING:
-    from bridge.gguf import CacheType, ModelFacts
+    from bridge.llm.gguf import CacheType, ModelFacts
 
 __all__ = ["CONTEXT_SIZES", "human_bytes", "model_json", "register"]
 
@@ -29,7 +29,7 @@ def human_bytes(n: int) -> str:
 
 def model_json(facts: ModelFacts, cache_type: CacheType, n_ctx: int, memory: int | None) -> dict[str, Any]:
     """The `bridge model --json` document: INTERFACES.md's fields and a few more."""
-    from bridge.gguf import (
+    from bridge.llm.gguf import (
         CACHE_TYPES,
         context_limit,
         kv_bytes,
@@ -114,20 +114,20 @@ def _print(data: dict[str, Any]) -> None:
 
 
 def model_cmd(
-    gguf: Optional[Path] = typer.Argument(None, help="A .gguf file (default: the bundled SmolLM2-135M-Instruct)."),
-    preset_name: Optional[str] = typer.Option(
+    gguf: Path | None = typer.Argument(None, help="A .gguf file (default: the bundled SmolLM2-135M-Instruct)."),
+    preset_name: str | None = typer.Option(
         None, "--preset", help="A published model instead of a file: llama-3.1-8b, -70b, -405b, llama-3.2-1b, -3b."
     ),
-    n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="Context to check against the model's contract."),
+    n_ctx: int | None = typer.Option(None, "--n-ctx", help="Context to check against the model's contract."),
     cache_type: str = typer.Option("f16", "--cache-type", help="KV cache type: f16, q8_0 or q4_0."),
-    memory: Optional[str] = typer.Option(
+    memory: str | None = typer.Option(
         None, "--memory", help="Memory budget, e.g. 16GiB: the largest context that fits."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document to stdout."),
 ) -> None:
     """Show a model's facts: shape, RoPE, KV bytes per token and per context, weights, what fits."""
-    from bridge.config import parse_bytes
-    from bridge.gguf import CACHE_TYPES, bundled_model_path, choose_n_ctx, preset, read_gguf
+    from bridge.chat.settings import parse_bytes
+    from bridge.llm.gguf import CACHE_TYPES, bundled_model_path, choose_n_ctx, preset, read_gguf
 
     if gguf is not None and preset_name is not None:
         fail("pass either a GGUF file or --preset, not both", code=2)

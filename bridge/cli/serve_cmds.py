@@ -6,11 +6,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from bridge.cli.common import ProgressBars, console, fail
+from bridge.errors import ServeError
 
 __all__ = ["register"]
 
@@ -49,7 +50,7 @@ class _StartupOutput:
             console.print(f"[red]{name}: {value}[/]", markup=True)
 
 
-def _audit_path(value: str) -> Optional[Path]:
+def _audit_path(value: str) -> Path | None:
     from bridge.server.audit import default_audit_path
 
     if value == "off":
@@ -61,24 +62,25 @@ def _audit_path(value: str) -> Optional[Path]:
 
 def serve_cmd(
     repo: list[Path] = typer.Option([], "--repo", help="Repository to serve (repeatable; default: the current folder)."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder (only with a single --repo)."),
+    index_dir: Path | None = typer.Option(None, "--index-dir", help="Index folder (only with a single --repo)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; other than loopback needs a token."),
     port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0: any free port; the URL is printed)."),
     path: str = typer.Option("/mcp", "--path", help="URL path of the MCP endpoint."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="Require 'Authorization: Bearer' with the token in this environment variable."),
-    token_file: Optional[Path] = typer.Option(None, "--token-file", help="Require 'Authorization: Bearer' with the token on this file's first line."),
+    token_env: str | None = typer.Option(None, "--token-env", help="Require 'Authorization: Bearer' with the token in this environment variable."),
+    token_file: Path | None = typer.Option(None, "--token-file", help="Require 'Authorization: Bearer' with the token on this file's first line."),
     allowed_origin: list[str] = typer.Option([], "--allowed-origin", help="Extra browser Origin to accept, e.g. http://localhost:3000 (repeatable)."),
     allowed_host: list[str] = typer.Option([], "--allowed-host", help="Extra Host header to accept, e.g. myhost:8765 (repeatable)."),
     stdio: bool = typer.Option(False, "--stdio", help="Serve over stdin/stdout instead of HTTP (for Claude Desktop)."),
     no_watch: bool = typer.Option(False, "--no-watch", help="Do not re-index when files change (use the refresh_index tool)."),
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="For a new index: minilm (default), static or hash; an existing index keeps its own."),
+    embedder: str | None = typer.Option(None, "--embedder", help="For a new index: minilm (default), static or hash; an existing index keeps its own."),
     no_vectors: bool = typer.Option(False, "--no-vectors", help="Lexical (BM25) only."),
     audit_log: str = typer.Option("default", "--audit-log", help="off, default (BRIDGE_HOME/audit/audit.jsonl) or a file path."),
     audit_max_bytes: int = typer.Option(10 * 1024 * 1024, "--audit-max-bytes", min=1024, help="Rotate the audit log past this size."),
 ) -> None:
     """Serve the code index of one or more repositories to MCP clients (http://HOST:PORT/mcp)."""
-    from bridge.server import RepoSpec, ServeOptions, serve_http, serve_stdio
+    from bridge.server.app import ServeOptions, serve_http, serve_stdio
     from bridge.server.auth import load_token
+    from bridge.server.repos import RepoSpec
 
     roots = repo or [Path.cwd()]
     if index_dir is not None and len(roots) != 1:
@@ -117,13 +119,12 @@ def _ready(out: _StartupOutput, where: str, service: Any, options: Any) -> None:
 def config_cmd(
     client: str = typer.Argument(..., help="cline, cursor, vscode or claude."),
     url: str = typer.Option("http://127.0.0.1:8765/mcp", "--url", help="The server's MCP endpoint."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="Environment variable holding the server's token."),
-    repo: Optional[Path] = typer.Option(None, "--repo", help="Repository for Claude Desktop's stdio server (default: the current folder)."),
+    token_env: str | None = typer.Option(None, "--token-env", help="Environment variable holding the server's token."),
+    repo: Path | None = typer.Option(None, "--repo", help="Repository for Claude Desktop's stdio server (default: the current folder)."),
     name: str = typer.Option("code-search", "--name", help="Server name shown by the client."),
 ) -> None:
     """Print the settings snippet that connects CLIENT to `bridge serve`."""
     from bridge.server.clients import CLIENTS, client_config
-    from bridge.server.errors import ServeError
 
     if client not in CLIENTS:
         fail(f"unknown client {client!r}: use one of {', '.join(CLIENTS)}", code=2)

@@ -1,32 +1,8 @@
-"""The MCP server: seven code-search tools over Streamable HTTP or stdio, with auth and an audit log."""
+"""The MCP server: seven code-search tools over Streamable HTTP or stdio, with auth and an audit log.
 
-from __future__ import annotations
-
-from bridge.server.app import (
-    RunningServer,
-    ServeOptions,
-    Service,
-    build_server,
-    open_service,
-    serve_http,
-    serve_stdio,
-    start_background,
-)
-from bridge.server.client import connect
-from bridge.server.errors import ServeError, ToolInputError
-from bridge.server.repos import RepoSpec
-
-__all__ = [
-    "RepoSpec",
-    "RunningServer",
-    "ServeError",
-    "ServeOptions",
-    "Service",
-    "ToolInputError",
-    "build_server",
-    "connect",
-    "open_service",
-    "serve_http",
-    "serve_stdio",
-    "start_background",
-]
+Rooms: `app` (build, bind and run the server), `tools` (MCP registration) -> `ops` (what each tool
+does) -> `render` (text blocks) and `models` (structured results: the wire shapes), `repos` (the
+served indexes, watching and re-indexing), `auth`, `audit`, `clients` (client config snippets),
+`client` (an MCP client session). This file imports nothing, so `bridge search` can use the
+wire models without loading the server.
+"""

@@ -13,14 +13,14 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, ServeError
 from bridge.server.audit import AuditLog, AuditMiddleware, default_audit_path
 from bridge.server.auth import BearerAuth, check_bind, is_loopback
-from bridge.server.errors import ServeError
 from bridge.server.repos import EventFn, ProgressFn, RepoSet, RepoSpec, open_repos
 
 __all__ = [

@@ -21,10 +21,11 @@ import os
 import re
 import threading
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Awaitable, Callable, Mapping
+from typing import IO, Any
 
 __all__ = ["AuditLog", "AuditMiddleware", "AuditRecord", "default_audit_path", "redact_args", "result_count"]
 
@@ -66,7 +67,7 @@ class AuditRecord:
 
     def to_json(self) -> str:
         data = {
-            "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "client": self.client,
             "tool": self.tool,
             "repo": self.repo,

@@ -11,10 +11,11 @@ import hmac
 import ipaddress
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from bridge.server.errors import ServeError
+from bridge.errors import ServeError
 
 __all__ = ["BearerAuth", "load_token", "is_loopback", "check_bind"]
 

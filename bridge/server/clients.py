@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bridge.server.errors import ServeError
+from bridge.errors import ServeError
 
 __all__ = ["CLIENTS", "DEFAULT_URL", "client_config"]
 

@@ -1,6 +1,7 @@
 """Structured results of the MCP tools: pydantic models, so clients get an `outputSchema`.
 
-`SearchCodeResult` has exactly the shape of `bridge search --json` (INTERFACES.md).
+`SearchCodeResult` is the one wire shape of a search: the MCP `search_code` result and
+`bridge search --json` alike (docs/INTERFACES.md).
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from index.types import SearchResult
 
 __all__ = [
     "HitModel",
@@ -53,6 +56,12 @@ class SearchCodeResult(BaseModel):
     hits: list[HitModel] = Field(description="In rank order; together at most max_tokens tokens.")
     truncated: bool = Field(description="True when the last hit was cut (or hits dropped) to fit max_tokens.")
     index: IndexInfoModel
+
+    @classmethod
+    def from_result(cls, result: SearchResult) -> SearchCodeResult:
+        """The one conversion from an index search result to the wire shape."""
+        model = cls.model_validate(result, from_attributes=True)
+        return model.model_copy(update={"took_ms": round(result.took_ms, 3)})
 
 
 class ReadFileResult(BaseModel):

@@ -11,7 +11,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from bridge.server.errors import ToolInputError
+from bridge.errors import ToolInputError
 from bridge.server.models import (
     IndexStatusResult,
     ListFilesResult,
@@ -24,10 +24,11 @@ from bridge.server.models import (
     SymbolModel,
 )
 from bridge.server.repos import Repo, RepoSet
+from index.hits import fit_prefix
 from index.languages import language_for
-from index.search import MAX_K, MAX_QUERY_BYTES
+from index.search import DEFAULT_MAX_TOKENS, MAX_K, MAX_QUERY_BYTES
 from index.tokenize import estimate_tokens
-from index.types import MODES, SourceFile
+from index.types import SourceFile
 
 __all__ = [
     "MAX_K",
@@ -63,23 +64,13 @@ def _glob(pattern: str) -> object:
 
 
 def search_code(
-    repo: Repo, query: str, k: int = 5, max_tokens: int = 600, path_glob: str | None = None, mode: str = "hybrid"
+    repo: Repo, query: str, k: int = 5, max_tokens: int = DEFAULT_MAX_TOKENS, path_glob: str | None = None, mode: str = "hybrid"
 ) -> SearchCodeResult:
-    from bridge.cli.index_cmds import search_json
-
-    if not query.strip():
-        raise ToolInputError("query is empty: say what to look for, e.g. 'where is the config parsed'")
-    size = len(query.encode("utf-8", "surrogatepass"))
-    if size > MAX_QUERY_BYTES:
-        raise ToolInputError(f"query is {size} bytes, over the {MAX_QUERY_BYTES}-byte limit: shorten it")
-    _check_range("k", k, 1, MAX_K)
+    # The query, k, mode and glob are checked by the index (BadQuery, a tool error); only the
+    # server's own ceiling on returned text is checked here.
     _check_range("max_tokens", max_tokens, 1, MAX_TOKENS)
-    if mode not in MODES:
-        raise ToolInputError(f"mode={mode!r} is unknown: use hybrid, lexical or vector")
-    if path_glob:
-        _glob(path_glob)
     result = repo.searcher.search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob or None)
-    return SearchCodeResult.model_validate(search_json(result))
+    return SearchCodeResult.from_result(result)
 
 
 def normalise_path(user_path: str) -> str:
@@ -111,24 +102,11 @@ def _fit(lines: list[str], budget: int) -> tuple[str, int]:
 
     A first line that alone is over budget (minified code) is cut by characters instead.
     """
-    lo, hi = 0, len(lines)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if estimate_tokens("\n".join(lines[:mid])) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    if lo > 0 or not lines:
-        return "\n".join(lines[:lo]), lo
-    first = lines[0]
-    lo, hi = 0, len(first)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if estimate_tokens(first[:mid]) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return first[:lo], 1 if lo else 0
+    n = fit_prefix(lines, budget, estimate_tokens)
+    if n > 0 or not lines:
+        return "\n".join(lines[:n]), n
+    chars = fit_prefix(lines[0], budget, estimate_tokens, sep="")
+    return lines[0][:chars], 1 if chars else 0
 
 
 def read_file(

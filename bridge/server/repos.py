@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
-from bridge.server.errors import ServeError, ToolInputError
+from bridge.errors import ServeError, ToolInputError
 from bridge.server.memory import limit_arenas, trim
 from index.build import BuildOptions, BuildReport, build_index
 from index.discover import resolve_path

@@ -10,8 +10,9 @@ advertises them. The audit log is written around every call by `audit.AuditMiddl
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Annotated, Callable, Optional
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -31,6 +32,7 @@ from bridge.server.models import (
 )
 from bridge.server.repos import Repo, RepoSet
 from index.errors import IndexingError
+from index.search import DEFAULT_MAX_TOKENS
 
 __all__ = ["register_tools", "TOOL_NAMES"]
 
@@ -40,7 +42,7 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempo
 _REFRESH = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 RepoArg = Annotated[
-    Optional[str],
+    str | None,
     Field(description="Repository name or path (see list_repos); default: the first served repository."),
 ]
 Budget = Annotated[
@@ -79,9 +81,9 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
     def search_code(
         query: Annotated[str, Field(description="What to look for: identifiers, error text, or a description (≤ 4 KB).")],
         k: Annotated[int, Field(description="Number of hits.", json_schema_extra={"minimum": 1, "maximum": ops.MAX_K})] = 5,
-        max_tokens: Budget = 600,
+        max_tokens: Budget = DEFAULT_MAX_TOKENS,
         path_glob: Annotated[
-            Optional[str], Field(description="Only paths matching this gitignore-style glob, e.g. 'src/**/*.py'.")
+            str | None, Field(description="Only paths matching this gitignore-style glob, e.g. 'src/**/*.py'.")
         ] = None,
         mode: Annotated[
             str,
@@ -107,7 +109,7 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
     def read_file(
         path: Annotated[str, Field(description="File path relative to the repository root, e.g. 'src/app.py'.")],
         start_line: Annotated[int, Field(description="First line (1-based).", json_schema_extra={"minimum": 1})] = 1,
-        end_line: Annotated[Optional[int], Field(description="Last line (inclusive); clipped to the file.")] = None,
+        end_line: Annotated[int | None, Field(description="Last line (inclusive); clipped to the file.")] = None,
         max_tokens: Budget = 2000,
         repo: RepoArg = None,
     ) -> Annotated[CallToolResult, ReadFileResult]:

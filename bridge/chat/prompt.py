@@ -1,0 +1,65 @@
+"""Prompt templates (shipped in the `prompts` package) and the messages list for a chat turn."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+from bridge.chat.budget import Plan, Snippet
+from bridge.errors import PromptError
+from bridge.llm.runtime import Message
+from index.types import Hit
+
+__all__ = [
+    "build_messages",
+    "load_template",
+    "render_question",
+    "render_snippet",
+    "snippet_from_hit",
+    "system_prompt",
+]
+
+
+@functools.cache
+def load_template(name: str) -> str:
+    """Text of prompts/<name>; placeholders are str.format fields."""
+    try:
+        return resources.files("prompts").joinpath(name).read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        raise PromptError(
+            f"prompt template prompts/{name} is missing from the installation: reinstall mcp-retrieval-bridge"
+        ) from exc
+
+
+def _format(name: str, **fields: str) -> str:
+    try:
+        return load_template(name).format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise PromptError(f"prompt template prompts/{name} does not render ({exc!r}): fix its {{fields}}") from exc
+
+
+def system_prompt() -> str:
+    return load_template("system.txt").strip()
+
+
+def render_question(question: str) -> str:
+    """The user-message text that follows the snippets."""
+    return _format("question.txt", question=question.strip()).strip()
+
+
+def render_snippet(
+    path: str, start_line: int, end_line: int, text: str, *, language: str | None = None, score: float = 0.0
+) -> Snippet:
+    citation = f"{path}:{start_line}-{end_line}"
+    block = _format("snippet.txt", citation=citation, language=language or "", text=text.rstrip("\n"))
+    return Snippet(path=path, start_line=start_line, end_line=end_line, text=block, score=score)
+
+
+def snippet_from_hit(hit: Hit) -> Snippet:
+    return render_snippet(hit.path, hit.start_line, hit.end_line, hit.text, language=hit.language, score=hit.score)
+
+
+def build_messages(plan: Plan) -> tuple[Message, ...]:
+    """system -> kept history -> one user message of snippets then the question (stable prefix first)."""
+    user = "".join(s.text for s in plan.snippets) + plan.question
+    return (Message("system", plan.system), *plan.history, Message("user", user))

@@ -1,0 +1,203 @@
+"""The chat loop's turn: retrieve (MCP `search_code`) -> plan (token and KV budget) -> generate.
+
+Retrieval goes through the same MCP tool external clients use: an in-process server on a free
+loopback port (`local_server`), or a running `bridge serve` (`McpRetriever(url, token)`). The
+REPL itself lives in the CLI; `ChatSession` keeps the history between turns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.chat.budget import Plan, Snippet, check_fixed, kv_limit, plan_prompt
+from bridge.chat.prompt import build_messages, render_question, system_prompt
+from bridge.chat.retrieval import Retrieval, Retriever
+from bridge.chat.settings import Settings
+from bridge.errors import ChatError, ConfigError
+from bridge.llm.gguf import ModelFacts, choose_n_ctx, kv_bytes_per_token, read_gguf
+from bridge.llm.runtime import Generation, Message, OnToken, Runtime
+from index.search import MAX_QUERY_BYTES
+
+__all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime"]
+
+OnPlan = Callable[[Plan], None]
+
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+
+    @property
+    def citation(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    question: str
+    answer: str
+    sources: tuple[Source, ...]  # the snippets that went into the prompt, in rank order
+    retrieved: int  # hits the server returned (some may not have fit)
+    plan: Plan
+    generation: Generation
+    retrieval_ms: float
+    first_token_ms: float | None  # from the start of the turn
+    total_ms: float
+
+
+# --- the model -----------------------------------------------------------------------------
+
+
+def open_runtime(settings: Settings) -> Runtime:
+    """llama.cpp in process, or the OpenAI-compatible server at `settings.llm_url`."""
+    if settings.llm_url is None:
+        from bridge.llm.llama import LlamaCppRuntime
+
+        return LlamaCppRuntime(
+            settings.model,
+            n_ctx=settings.n_ctx,
+            gpu_layers=settings.gpu_layers,
+            cache_type=settings.cache_type,
+            kv_budget_bytes=settings.kv_budget,
+        )
+    from bridge.llm.openai import OpenAICompatRuntime
+
+    facts = read_gguf(settings.model) if settings.model is not None else None
+    n_ctx = settings.n_ctx
+    if facts is not None:
+        n_ctx = choose_n_ctx(facts, n_ctx, settings.kv_budget, settings.cache_type)
+    elif settings.kv_budget is not None:
+        raise ConfigError(
+            "--kv-budget with --llm-url needs the model's facts: pass --model FILE.gguf (the file the server runs)"
+        )
+    return OpenAICompatRuntime(settings.llm_url, model=settings.llm_model, n_ctx=n_ctx)
+
+
+def _facts_of(runtime: Runtime, settings: Settings) -> ModelFacts | None:
+    facts = getattr(runtime, "facts", None)
+    if isinstance(facts, ModelFacts):
+        return facts
+    return read_gguf(settings.model) if settings.model is not None else None
+
+
+# --- one turn ------------------------------------------------------------------------------
+
+
+class ChatSession:
+    """Turns that share a runtime, a retriever and a history (trimmed oldest first when it must be)."""
+
+    def __init__(self, runtime: Runtime, retriever: Retriever, settings: Settings) -> None:
+        self.runtime, self.retriever, self.settings = runtime, retriever, settings
+        facts = _facts_of(runtime, settings)
+        cache_type = runtime.info.cache_type or settings.cache_type
+        # 0: an OpenAI-compatible server whose model is unknown; KV bytes are then reported as 0.
+        self.kv_bytes_per_token = kv_bytes_per_token(facts, cache_type) if facts is not None else 0  # type: ignore[arg-type]
+        self.history: list[Message] = []
+        self.last: Turn | None = None
+        self._system = system_prompt()
+
+    def _check_fixed(self, question: str) -> None:
+        s = self.settings
+        check_fixed(
+            n_ctx=self.runtime.info.n_ctx,
+            limit=kv_limit(self.runtime.info.n_ctx, self.kv_bytes_per_token, s.kv_budget),
+            answer_reserve=s.answer_reserve,
+            system=self._system,
+            question=render_question(question),
+            count=self.runtime.count_tokens,
+            overhead=self.runtime.template_overhead(),
+        )
+
+    def _plan(self, question: str, snippets: Sequence[Snippet]) -> Plan:
+        s = self.settings
+        return plan_prompt(
+            n_ctx=self.runtime.info.n_ctx,
+            answer_reserve=s.answer_reserve,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            system=self._system,
+            question=render_question(question),
+            count=self.runtime.count_tokens,
+            history=self.history,
+            snippets=snippets,
+            snippet_budget=s.snippet_tokens,
+            kv_budget_bytes=s.kv_budget,
+            overhead=self.runtime.template_overhead(),
+        )
+
+    def ask(self, question: str, on_token: OnToken | None = None, on_plan: OnPlan | None = None) -> Turn:
+        """Retrieve, plan and generate one answer; the turn joins the history afterwards."""
+        question = question.strip()
+        if not question:
+            raise ChatError("the question is empty: ask something about the repository")
+        start = time.perf_counter()
+        self._check_fixed(question)  # a question too long for the context fails here, before any search
+        retrieval = Retrieval((), 0.0)
+        if self.settings.snippet_tokens > 0:
+            query = question.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
+            retrieval = self.retriever.search(
+                query, k=self.settings.k, max_tokens=self.settings.snippet_tokens, mode=self.settings.mode
+            )
+        plan = self._plan(question, retrieval.snippets)
+        if on_plan is not None:
+            on_plan(plan)
+        first: list[float] = []
+
+        def token(piece: str) -> None:
+            if not first:
+                first.append(time.perf_counter())
+            if on_token is not None:
+                on_token(piece)
+
+        generation = self.runtime.generate(build_messages(plan), max_tokens=plan.answer_reserve, on_token=token)
+        end = time.perf_counter()
+        answer = generation.text.strip()
+        self.history += [Message("user", question), Message("assistant", answer)]
+        turn = Turn(
+            question=question,
+            answer=answer,
+            sources=tuple(Source(s.path, s.start_line, s.end_line, s.score) for s in plan.snippets),
+            retrieved=len(retrieval.snippets),
+            plan=plan,
+            generation=generation,
+            retrieval_ms=retrieval.took_ms,
+            first_token_ms=(first[0] - start) * 1000 if first else None,
+            total_ms=(end - start) * 1000,
+        )
+        self.last = turn
+        return turn
+
+    def reset(self) -> None:
+        self.history.clear()
+
+
+def ask_report(turn: Turn, runtime: Runtime) -> dict[str, Any]:
+    """The `bridge ask --json` document (INTERFACES.md)."""
+    info, g = runtime.info, turn.generation
+    return {
+        "answer": turn.answer,
+        "sources": [
+            {"path": s.path, "start_line": s.start_line, "end_line": s.end_line, "score": s.score} for s in turn.sources
+        ],
+        "model": {
+            "path": info.model,
+            "n_ctx": info.n_ctx,
+            "trained_context": info.trained_context,
+            "gpu_layers": info.gpu_layers,
+            "cache_type": info.cache_type,
+        },
+        "budget": turn.plan.budget_dict(),
+        "timings": {
+            "retrieval_ms": round(turn.retrieval_ms, 3),
+            "prefill_ms": round(g.prefill_ms, 3),
+            "prefill_tokens_per_s": round(g.prefill_tokens_per_s, 3),
+            "decode_tokens_per_s": round(g.decode_tokens_per_s, 3),
+            "total_ms": round(turn.total_ms, 3),
+        },
+    }

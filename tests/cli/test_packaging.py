@@ -1,0 +1,25 @@
+"""A non-editable install must carry every package and the prompt templates."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_the_wheel_contains_all_subpackages_and_the_prompt_templates(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True,
+    )
+    names = zipfile.ZipFile(next(tmp_path.glob("*.whl"))).namelist()
+    for required in ("bridge/cli/__init__.py", "bridge/server/__init__.py", "index/search.py", "prompts/system.txt",
+                     "bridge/__main__.py"):
+        assert required in names
+    assert not any(n.startswith(("tests/", "bench/")) for n in names)

@@ -1,0 +1,141 @@
+"""The write and read paths together: build, reuse, progressive vectors, freshness, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from index.build import BuildOptions, build_index, fill_vectors
+from index.errors import BadQuery, EmptyRepository, IncompatibleIndex, IndexLocked, NoIndex
+from index.search import Searcher
+from index.store import IndexDir
+
+LEXICAL = BuildOptions(embedder=None)
+HASHED = BuildOptions(embedder="hash")
+
+
+def test_search_finds_a_function_by_an_identifier_in_it(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    hit = Searcher(tmp_path / "idx").search("parse_port", k=3, mode="lexical").hits[0]
+    assert hit.path == "src/server.py" and "def parse_port" in hit.text
+    lines = (repo / hit.path).read_text().splitlines()[hit.start_line - 1 : hit.end_line]
+    assert hit.text == "\n".join(lines)
+
+
+def test_ignored_files_are_not_indexed(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    files = Searcher(tmp_path / "idx").manifest.files
+    assert "build/generated.py" not in files and "debug.log" not in files and "src/config.py" in files
+
+
+def test_rebuilding_an_unchanged_repository_writes_no_new_generation(repo: Path, tmp_path: Path) -> None:
+    first = build_index(repo, tmp_path / "idx", LEXICAL)
+    second = build_index(repo, tmp_path / "idx", LEXICAL)
+    assert second.changed is False and second.generation == first.generation
+
+
+def test_changing_one_file_rechunks_only_that_file(repo: Path, tmp_path: Path) -> None:
+    first = build_index(repo, tmp_path / "idx", LEXICAL)
+    (repo / "src/server.py").write_text((repo / "src/server.py").read_text() + "\n\ndef shutdown_now():\n    pass\n")
+    second = build_index(repo, tmp_path / "idx", LEXICAL)
+    assert second.changed and second.new_chunks >= 1
+    assert second.reused_chunks >= first.chunks - 3
+    assert Searcher(tmp_path / "idx").search("shutdown_now", mode="lexical").hits[0].path == "src/server.py"
+
+
+def test_lexical_search_works_before_any_vector_exists_and_hybrid_uses_vectors_once_filled(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", HASHED)
+    searcher = Searcher(tmp_path / "idx")
+    assert searcher.info().embedded_chunks == 0
+    before = searcher.search("retry backoff", mode="hybrid")
+    assert before.hits and all(h.vector_rank is None for h in before.hits)
+    with pytest.raises(NoIndex, match="no vectors yet"):
+        searcher.search("retry backoff", mode="vector")
+    report = fill_vectors(tmp_path / "idx")
+    assert report.complete and report.embedded_chunks == searcher.info().chunks
+    after = searcher.search("retry backoff", mode="hybrid")
+    assert any(h.vector_rank is not None for h in after.hits)
+
+
+def test_embeddings_are_reused_from_the_cache_after_a_rebuild(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", HASHED)
+    first = fill_vectors(tmp_path / "idx")
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder="hash", rebuild=True))
+    second = fill_vectors(tmp_path / "idx")
+    assert first.newly_embedded == first.chunks and second.newly_embedded == 0 and second.complete
+
+
+def test_results_count_files_changed_on_disk_since_the_build(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    (repo / "src/config.py").write_text("changed = True\n")
+    (repo / "README.md").unlink()
+    result = Searcher(tmp_path / "idx").search("config", mode="lexical")
+    assert result.index.stale_files == 2
+
+
+def test_path_glob_keeps_only_matching_files(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    hits = Searcher(tmp_path / "idx").search("session name greeting port", k=10, mode="lexical", path_glob="*.ts").hits
+    assert hits and {h.path for h in hits} == {"web/app.ts"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": "  "}, "query is empty"),
+        ({"query": "x", "k": 0}, "out of range"),
+        ({"query": "x", "k": 51}, "out of range"),
+        ({"query": "x" * 5000}, "over the 4096-byte limit"),
+        ({"query": "x", "mode": "fuzzy"}, "is unknown"),
+        ({"query": "x", "max_tokens": 0}, "out of range"),
+    ],
+)
+def test_bad_queries_fail_with_a_message_saying_what_to_change(repo: Path, tmp_path: Path, kwargs: dict, message: str) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    with pytest.raises(BadQuery, match=message):
+        Searcher(tmp_path / "idx").search(**kwargs)
+
+
+def test_max_tokens_bounds_the_code_returned(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    result = Searcher(tmp_path / "idx").search("retry connection port config", k=10, mode="lexical", max_tokens=40)
+    assert sum(h.tokens for h in result.hits) <= 40 and result.truncated
+
+
+def test_an_empty_repository_is_refused_and_no_index_is_written(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EmptyRepository, match="no indexable files"):
+        build_index(tmp_path / "empty", tmp_path / "idx", LEXICAL)
+    assert not IndexDir(tmp_path / "idx").exists()
+
+
+def test_searching_where_no_index_exists_names_the_command_to_run(tmp_path: Path) -> None:
+    with pytest.raises(NoIndex, match="bridge index"):
+        Searcher(tmp_path / "nothing")
+
+
+def test_an_index_of_another_format_version_is_refused_with_the_fix(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    manifest = IndexDir(tmp_path / "idx").current() / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["format_version"] = 999
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(IncompatibleIndex, match="--rebuild"):
+        Searcher(tmp_path / "idx")
+
+
+def test_a_second_writer_fails_clearly_while_the_first_holds_the_lock(repo: Path, tmp_path: Path) -> None:
+    store = IndexDir(tmp_path / "idx")
+    with store.writer_lock(), pytest.raises(IndexLocked, match="another `bridge index`"):
+        build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, lock_timeout=0.1))
+
+
+def test_a_reader_keeps_answering_from_its_generation_while_a_new_one_is_published(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    searcher = Searcher(tmp_path / "idx")
+    (repo / "src/extra.py").write_text("def brand_new_function():\n    return 42\n")
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    assert searcher.search("brand_new_function", mode="lexical").hits[0].path == "src/extra.py"
+    assert len(list((tmp_path / "idx").glob("g*"))) <= 2

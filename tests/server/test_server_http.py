@@ -1,0 +1,271 @@
+"""The real thing: `bridge serve` as a subprocess over Streamable HTTP (and stdio), with the SDK
+client, raw HTTP for auth and DNS-rebinding checks, and independent clients (fastmcp CLI, MCP Inspector)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from support.server import bridge_command, make_repo, subprocess_env
+
+from bridge.server.app import start_background
+from bridge.server.client import connect
+
+TOKEN = "test-token-0123456789abcdef"
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@dataclass
+class Served:
+    url: str
+    proc: subprocess.Popen
+    stderr: list[str]
+    stdout: str = ""
+
+
+@contextmanager
+def bridge_serve(args: list[str], env: dict[str, str]) -> Iterator[Served]:
+    """Start `bridge serve ... --port 0`, wait for the URL it prints, stop it afterwards."""
+    proc = subprocess.Popen(
+        bridge_command("serve", *args, "--port", "0"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
+    url = None
+    for line in proc.stderr:  # ends when the process exits
+        lines.append(line)
+        if line.startswith("MCP endpoint: "):
+            url = line.split(": ", 1)[1].strip()
+            break
+    drain = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    drain.start()
+    served = Served(url or "", proc, lines)
+    try:
+        if url is None:
+            proc.wait(10)
+            pytest.fail("bridge serve did not start:\n" + "".join(lines))
+        yield served
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        drain.join(10)
+        served.stdout = proc.stdout.read()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    base = tmp_path_factory.mktemp("http")
+    root = make_repo(base / "demo")
+    env = subprocess_env(base / "home", BRIDGE_TEST_TOKEN=TOKEN)
+    audit = base / "audit.jsonl"
+    args = [
+        "--repo", str(root), "--no-vectors", "--token-env", "BRIDGE_TEST_TOKEN",
+        "--allowed-origin", "http://app.example:3000", "--audit-log", str(audit),
+    ]
+    with bridge_serve(args, env) as served:
+        yield {"url": served.url, "root": root, "audit": audit}
+    assert served.stdout == "", "HTTP mode must print nothing to stdout"
+
+
+def _all_tools(url: str, token: str | None) -> dict[str, object]:
+    calls = [
+        ("list_repos", {}),
+        ("search_code", {"query": "parse_config settings", "k": 3}),
+        ("read_file", {"path": "src/config.py", "start_line": 4, "end_line": 6}),
+        ("list_files", {"path_glob": "src/**"}),
+        ("outline", {"path": "src/config.py"}),
+        ("index_status", {}),
+        ("refresh_index", {}),
+        ("search_code", {"query": "x", "k": 500}),
+    ]
+
+    async def main() -> dict[str, object]:
+        async with connect(url, token) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            results = {f"{n}#{i}": await client.call_tool(n, a) for i, (n, a) in enumerate(calls)}
+            return {"names": names, **results}
+
+    return anyio.run(main)
+
+
+def test_every_tool_answers_over_streamable_http_with_the_token(served: dict) -> None:
+    out = _all_tools(served["url"], TOKEN)
+    assert sorted(out.pop("names")) == sorted(
+        ["search_code", "read_file", "list_files", "outline", "index_status", "refresh_index", "list_repos"]
+    )
+    bad = out.pop("search_code#7")
+    assert bad.is_error and "k=500 is out of range" in bad.content[0].text
+    for name, result in out.items():
+        assert not result.is_error, (name, result.content)
+        assert result.structured_content, name
+    assert out["search_code#1"].structured_content["hits"][0]["path"] == "src/config.py"
+    assert out["list_files#3"].structured_content["files"] == ["src/config.py", "src/server.py"]
+
+
+def test_the_audit_log_names_the_http_client_address(served: dict) -> None:
+    _all_tools(served["url"], TOKEN)
+    records = [json.loads(line) for line in served["audit"].read_text().splitlines()]
+    assert {"search_code", "read_file", "refresh_index"} <= {r["tool"] for r in records}
+    assert all(r["client"].startswith("127.0.0.1:") for r in records)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN},
+     {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": "Bearer"}, {"Authorization": f"Bearer {TOKEN[:-1]}"}],
+)
+def test_requests_without_the_right_bearer_token_get_401(served: dict, headers: dict) -> None:
+    response = httpx.post(served["url"], json=INIT, headers={**ACCEPT, **headers}, timeout=30)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_the_sdk_client_without_a_token_is_turned_away(served: dict) -> None:
+    async def main() -> None:
+        async with connect(served["url"], None):
+            pass
+
+    with pytest.raises(BaseException):
+        anyio.run(main)
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [("http://evil.example", 403), ("http://127.0.0.1.evil.example:80", 403), ("null", 403),
+     ("http://localhost:5173", 200), ("http://127.0.0.1:8080", 200), ("http://app.example:3000", 200)],
+)
+def test_a_foreign_origin_gets_403_and_loopback_or_allowed_origins_pass(served: dict, origin: str, status: int) -> None:
+    headers = {**ACCEPT, "Authorization": f"Bearer {TOKEN}", "Origin": origin}
+    response = httpx.post(served["url"], json=INIT, headers=headers, timeout=30)
+    assert response.status_code == status, response.text
+
+
+def test_a_foreign_host_header_gets_421_and_loopback_names_pass_even_without_a_port(served: dict) -> None:
+    port = httpx.URL(served["url"]).port
+    auth = {**ACCEPT, "Authorization": f"Bearer {TOKEN}"}
+    evil = httpx.post(served["url"], json=INIT, headers={**auth, "Host": f"evil.example:{port}"}, timeout=30)
+    assert evil.status_code == 421
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost", "127.0.0.1"):
+        assert httpx.post(served["url"], json=INIT, headers={**auth, "Host": host}, timeout=30).status_code == 200
+
+
+def _fastmcp() -> str:
+    exe = Path(sys.executable).with_name("fastmcp")
+    if not exe.exists():
+        pytest.skip("the fastmcp CLI is not installed in this environment (pip install fastmcp)")
+    return str(exe)
+
+
+def test_the_fastmcp_cli_lists_and_calls_the_tools(served: dict) -> None:
+    exe = _fastmcp()
+    listed = subprocess.run(
+        [exe, "list", served["url"], "--auth", TOKEN, "--json"], capture_output=True, text=True, timeout=120, check=True
+    )
+    names = {t["name"] for t in json.loads(listed.stdout)["tools"]}
+    assert {"search_code", "read_file", "list_repos"} <= names
+    called = subprocess.run(
+        [exe, "call", served["url"], "search_code", "query=parse_config", "k=2", "--auth", TOKEN, "--json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    result = json.loads(called.stdout)
+    assert result["is_error"] is False
+    assert result["structured_content"]["hits"][0]["path"] == "src/config.py"
+    refused = subprocess.run(
+        [exe, "list", served["url"], "--auth", "wrong-token", "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert refused.returncode != 0 and "error" in (refused.stdout + refused.stderr).lower()
+
+
+def test_the_mcp_inspector_cli_lists_the_tools(tmp_path: Path) -> None:
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx (Node.js) is not installed, so the MCP Inspector CLI cannot run")
+    root = make_repo(tmp_path / "demo")
+    # The Inspector that Node 20 gets (0.15) cannot send headers, so this server runs without a token.
+    with bridge_serve(["--repo", str(root), "--no-vectors", "--audit-log", "off"], subprocess_env(tmp_path / "home")) as served:
+        done = subprocess.run(
+            [npx, "-y", "@modelcontextprotocol/inspector", "--cli", served.url, "--transport", "http", "--method", "tools/list"],
+            capture_output=True, text=True, timeout=420,
+        )
+    if done.returncode != 0 and any(s in done.stderr for s in ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED registry", "npm error network")):
+        pytest.skip(f"the MCP Inspector could not be downloaded from npm: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    names = {t["name"] for t in json.loads(done.stdout)["tools"]}
+    assert names == {"search_code", "read_file", "list_files", "outline", "index_status", "refresh_index", "list_repos"}
+
+
+def test_serving_beyond_loopback_without_a_token_is_refused(repo: Path, bridge_home: Path) -> None:
+    done = subprocess.run(
+        bridge_command("serve", "--repo", str(repo), "--host", "0.0.0.0", "--no-vectors"),
+        capture_output=True, text=True, timeout=120, env=subprocess_env(bridge_home),
+    )
+    assert done.returncode == 1
+    assert "refusing to serve on 0.0.0.0 without a token" in done.stderr
+
+
+def test_a_busy_port_is_a_one_line_error(repo: Path, bridge_home: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        done = subprocess.run(
+            bridge_command("serve", "--repo", str(repo), "--port", port, "--no-vectors"),
+            capture_output=True, text=True, timeout=120, env=subprocess_env(bridge_home),
+        )
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
+
+
+def test_stdio_serves_the_same_tools_to_a_client_that_launches_it(repo: Path, bridge_home: Path, tmp_path: Path) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    command = bridge_command("serve", "--stdio", "--repo", str(repo), "--no-vectors", "--audit-log", "off")
+    params = StdioServerParameters(command=command[0], args=command[1:], env=subprocess_env(bridge_home))
+
+    async def main() -> tuple[list[str], object]:
+        with open(tmp_path / "stderr.txt", "w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                return names, await client.call_tool("search_code", {"query": "parse_config"})
+
+    names, result = anyio.run(main)
+    assert len(names) == 7 and "search_code" in names
+    assert result.structured_content["hits"][0]["path"] == "src/config.py"
+
+
+def test_start_background_serves_in_process_until_stopped(repo: Path, bridge_home: Path) -> None:
+    running = start_background([repo], token=TOKEN, no_vectors=True, watch=False)
+    try:
+        assert running.url.startswith("http://127.0.0.1:") and running.url.endswith("/mcp")
+
+        async def main() -> object:
+            async with connect(running.url, running.token) as client:
+                return await client.call_tool("search_code", {"query": "parse_config"})
+
+        assert anyio.run(main).structured_content["hits"]
+        assert httpx.post(running.url, json=INIT, headers=ACCEPT, timeout=30).status_code == 401
+    finally:
+        running.stop()
+    with pytest.raises(httpx.ConnectError):
+        httpx.post(running.url, json=INIT, headers=ACCEPT, timeout=5)
