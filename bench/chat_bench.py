@@ -110,16 +110,19 @@ def in_process(corpus: Path, index_dir: Path, question: str, full_tokens: int) -
     from bridge.chat.settings import Settings
     from bridge.llm.llama import LlamaCppRuntime
 
-    with local_server(corpus, index_dir) as server, McpRetriever(server.url, server.token) as retriever:
-        with LlamaCppRuntime(n_ctx=8192) as runtime:
-            warm_ms = runtime.measure_prefill(32)  # one-time allocations, kept out of both timings
-            turn = ChatSession(runtime, retriever, Settings()).ask(question)
-            g = turn.generation
-            # The same number of tokens, prefilled the way the full prompt is: like for like, and
-            # the median of three damps the noise of a shared machine.
-            same_size = statistics.median(runtime.measure_prefill(g.prompt_tokens) for _ in range(3))
-            full_ms = runtime.measure_prefill(full_tokens)
-            info = runtime.info
+    with (
+        local_server(corpus, index_dir) as server,
+        McpRetriever(server.url, server.token) as retriever,
+        LlamaCppRuntime(n_ctx=8192) as runtime,
+    ):
+        warm_ms = runtime.measure_prefill(32)  # one-time allocations, kept out of both timings
+        turn = ChatSession(runtime, retriever, Settings()).ask(question)
+        g = turn.generation
+        # The same number of tokens, prefilled the way the full prompt is: like for like, and
+        # the median of three damps the noise of a shared machine.
+        same_size = statistics.median(runtime.measure_prefill(g.prompt_tokens) for _ in range(3))
+        full_ms = runtime.measure_prefill(full_tokens)
+        info = runtime.info
     return {
         "model": info.model,
         "n_ctx": info.n_ctx,

@@ -203,7 +203,7 @@ async def one_client(
             try:
                 result = await client.call_tool(kind, args)
                 error = result.content[0].text if result.is_error else None
-            except Exception as exc:  # counted as an error, the run goes on
+            except Exception as exc:  # noqa: BLE001 - counted as an error, the run goes on
                 error = f"{type(exc).__name__}: {exc}"
             out.append((time.monotonic(), kind, (time.perf_counter() - t) * 1000, error))
 

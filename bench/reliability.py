@@ -142,7 +142,7 @@ async def _burst(url: str, token: str, sessions: int, per_session: int) -> tuple
             result = await client.call_tool("search_code", {"query": lb.QUERIES[n % len(lb.QUERIES)], "k": 5})
             if result.is_error:
                 errors.append(result.content[0].text)
-        except Exception as exc:  # counted, the burst goes on
+        except Exception as exc:  # noqa: BLE001 - counted, the burst goes on
             errors.append(f"{type(exc).__name__}: {exc}")
         latencies.append((time.perf_counter() - t) * 1000)
 

@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +82,14 @@ def run_job(job: TreeJob, index_dir: Path, embedder: object) -> list[Record]:
     for question in job.questions:
         ranked: dict[str, tuple[str, ...]] = {}
         latency: dict[str, float] = {}
-        whole, latency["bm25_files"] = _timed(lambda: rank_files(files, question.query))
+        query = question.query
+        whole, latency["bm25_files"] = _timed(partial(rank_files, files, query))
         ranked["bm25_files"] = tuple(whole[:KEEP])
         for mode in SEARCH_MODES:
-            result, latency[mode] = _timed(lambda: searcher.search(question.query, k=MAX_K, mode=mode))
+            result, latency[mode] = _timed(partial(searcher.search, query, k=MAX_K, mode=mode))
             ranked[mode] = tuple(ranked_files([hit.path for hit in result.hits])[:KEEP])
         for mode, weights in ABLATIONS.items():
-            order, latency[mode] = _timed(lambda: searcher.rank_files(question.query, weights))
+            order, latency[mode] = _timed(partial(searcher.rank_files, query, weights))
             ranked[mode] = tuple(path for path, _ in order[:KEEP])
         named = {path for path, _ in searcher.rank_files(question.query, {"mentions": 1.0})}
         records.append(Record(question, job.name, ranked, latency, bool(named & set(question.gold_files))))

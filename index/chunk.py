@@ -206,10 +206,10 @@ class _Plan:
         """Join adjacent small slices of the same definition (left over around split-off parts)."""
         out: list[Piece] = []
         for start, end, symbol in pieces:
-            if out and symbol is not None and out[-1][2] == symbol and out[-1][1] + 1 == start:
-                if self.cost(out[-1][0], end) <= self.target:
-                    out[-1] = (out[-1][0], end, symbol)
-                    continue
+            adjacent = out and symbol is not None and out[-1][2] == symbol and out[-1][1] + 1 == start
+            if adjacent and self.cost(out[-1][0], end) <= self.target:
+                out[-1] = (out[-1][0], end, symbol)
+                continue
             out.append((start, end, symbol))
         return out
 

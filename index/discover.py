@@ -85,9 +85,9 @@ class _Rules:
             return "git_dir"
         if _under_any(rel, self.index_dirs):
             return "index_dir"
-        if self.secrets is not None and self.secrets.match_file(rel):
-            if self.include is None or not self.include.match_file(rel):
-                return "secret"
+        secret = self.secrets is not None and self.secrets.match_file(rel)
+        if secret and (self.include is None or not self.include.match_file(rel)):
+            return "secret"
         if self.exclude is not None and self.exclude.match_file(rel):
             return "excluded"
         return None

@@ -56,7 +56,11 @@ __all__ = [
 ]
 
 STOP_WORDS: frozenset[str] = frozenset(
-    ["a", "an", "the", "of", "to", "at", "by", "on", "onto", "into", "about", "be", "been", "being", "am", "are", "was", "were", "it", "its", "that", "these", "those", "there", "their", "them", "they", "we", "our", "you", "your", "he", "she", "his", "her", "i", "me", "my", "how", "what", "which", "who", "whom", "why", "does", "did", "has", "have", "had", "can", "could", "would", "should", "shall", "may", "might", "must", "also", "than", "very", "just", "so"]
+    (
+        "a an the of to at by on onto into about be been being am are was were it its that these those there their them "
+        "they we our you your he she his her i me my how what which who whom why does did has have had can could would "
+        "should shall may might must also than very just so"
+    ).split()
 )
 
 # A word, optionally continued by `.name` or `-name`: dotted paths and kebab-case stay whole.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ class McpRetriever:
         self._session = asyncio.run_coroutine_threadsafe(hold(), self._loop)
         try:
             self._client = ready.result(timeout)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - a timeout, a refused connection or an auth error alike
             self.close()
             raise ChatError(
                 f"cannot open an MCP session with {url} ({_leaf(exc)!r}): check that `bridge serve` runs "
@@ -94,7 +95,7 @@ class McpRetriever:
         future = asyncio.run_coroutine_threadsafe(self._client.call_tool("search_code", args), self._loop)
         try:
             result = future.result(self.timeout)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the transport raised becomes one ChatError
             raise ChatError(f"search_code at {self.url} failed ({_leaf(exc)!r}): check the server") from None
         took = (time.perf_counter() - start) * 1000
         if result.is_error or result.structured_content is None:
@@ -114,10 +115,9 @@ class McpRetriever:
         if not self._loop.is_running():
             return
         self._loop.call_soon_threadsafe(self._closing.set)
-        try:
+        # Closing a broken session has nothing left to report.
+        with contextlib.suppress(Exception):
             self._session.result(self.timeout)
-        except Exception:  # noqa: BLE001 - closing a broken session has nothing left to report
-            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(self.timeout)
         self._loop.close()

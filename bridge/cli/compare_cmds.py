@@ -126,7 +126,9 @@ def _print(r: dict[str, Any]) -> None:
     from rich.table import Table
 
     m, repo, full, ret, pre = r["model"], r["repository"], r["full_context"], r["retrieval"], r["prefill"]
-    how = "counted" if repo["method"] == "exact" else f"estimated from {repo['samples']:,} random 4 KiB windows, ±{repo['error']:.1%} (95 %)"
+    how = "counted"
+    if repo["method"] != "exact":
+        how = f"estimated from {repo['samples']:,} random 4 KiB windows, ±{repo['error']:.1%} (95 %)"
     tokenizer = "model tokenizer" if m["tokenizer"] == "model" else "estimate (no tokenizer for a preset)"
     console.print(f"model: {m['label']} — n_ctx {m['n_ctx']:,}, trained context {m['trained_context']:,}, "
                   f"KV {m['kv_bytes_per_token_by_type'][m['cache_type']]:,} B/token ({m['cache_type']})")

@@ -303,7 +303,7 @@ def start_background(
     def run() -> None:
         try:
             asyncio.run(server.serve(sockets=[sock]))
-        except BaseException as exc:  # reported to the caller below
+        except BaseException as exc:  # noqa: BLE001 - any failure, even SystemExit, is reported to the caller below
             failure.append(exc)
         finally:
             sock.close()

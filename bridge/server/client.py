@@ -18,6 +18,8 @@ async def connect(url: str, token: str | None = None, timeout: float = 30.0) -> 
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # The read timeout stays long: the server may hold a response stream open.
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout, read=300.0)) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout, read=300.0)) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client

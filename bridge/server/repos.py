@@ -7,6 +7,7 @@ are immutable), so a re-index never blocks or fails a search; results carry `bui
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -130,10 +131,8 @@ class Repo:
             self.last_error = None
         if kind in ("build", "fill"):
             # Here, on the thread that did the work, not in the next search.
-            try:
+            with contextlib.suppress(IndexingError):  # a search will report it
                 self.searcher.warm()
-            except IndexingError:
-                pass  # a search will report it
             trim()  # the previous generation's memory is free now
 
     def status(self) -> RepoStatus:

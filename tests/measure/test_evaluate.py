@@ -9,7 +9,6 @@ from bridge.errors import BridgeError, QuestionsError
 from bridge.measure.evaluate import (
     Question,
     QuestionResult,
-    QuestionsError,
     Span,
     aggregate,
     load_questions,

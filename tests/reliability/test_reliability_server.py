@@ -8,6 +8,7 @@ server's own logs must hold no error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import socket
@@ -194,10 +195,9 @@ def _status(server: RunningServer, headers: dict[str, str], content: bytes | Non
     head = {"Host": f"{host}:{port}", **ACCEPT, "Content-Length": str(len(body)), **headers}
     lines = b"".join(f"{k}: ".encode() + v.encode("utf-8", "surrogateescape") + b"\r\n" for k, v in head.items())
     with socket.create_connection((host, port), timeout=30) as sock:
-        try:
+        # Refused before the whole body was read: the status line is still there to read.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(b"POST /mcp HTTP/1.1\r\n" + lines + b"\r\n" + body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # refused before the whole body was read: the status line is still there to read
         try:
             return _read_status(sock)
         except (ConnectionResetError, IndexError, ValueError):
