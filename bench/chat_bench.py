@@ -80,7 +80,7 @@ def ask_subprocess(corpus: Path, index_dir: Path, question: str) -> dict:
         start = time.perf_counter()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, cwd=ROOT, env=env)
         assert proc.stdout is not None
-        done, marks = threading.Event(), []
+        done, marks = threading.Event(), list[float]()
         watcher = threading.Thread(target=peak_rss_mb, args=(proc.pid, done, marks), daemon=True)
         watcher.start()
         first = proc.stdout.read(1)

@@ -39,6 +39,7 @@ def peak_rss_of(args: list[str], env: dict[str, str]) -> tuple[float, int]:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     if status:
+        assert proc.stderr is not None
         raise SystemExit(f"bridge {' '.join(args)} failed: {proc.stderr.read().decode()[-2000:]}")
     return wall, usage.ru_maxrss // 1024
 

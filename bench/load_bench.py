@@ -254,7 +254,7 @@ async def load(
     warm_rss = [r for r in rss if r[0] < start]
     samples = [s for s in samples if s[0] >= start]
     rss = [r for r in rss if r[0] >= start]
-    refreshes = [seconds for t, seconds in refreshes if t >= start]
+    reindex_s = [seconds for t, seconds in refreshes if t >= start]
     latencies = [s[2] for s in samples]
     errors = [s[3] for s in samples if s[3]]
     window = min(10.0, duration / 3)  # first and last 10 s (a third of a short run)
@@ -269,7 +269,7 @@ async def load(
         "read_file": summary([s[2] for s in samples if s[1] == "read_file"]),
         "list_files": summary([s[2] for s in samples if s[1] == "list_files"]),
         "mix": mix,
-        "reindexes": len(refreshes), "reindex_mean_s": round(statistics.fmean(refreshes), 2) if refreshes else None,
+        "reindexes": len(reindex_s), "reindex_mean_s": round(statistics.fmean(reindex_s), 2) if reindex_s else None,
         "rss_first_10s_mb": round(statistics.fmean(first), 1) if first else None,
         "rss_last_10s_mb": round(statistics.fmean(last), 1) if last else None,
         "rss_growth_pct": round(growth, 2),

@@ -35,7 +35,7 @@ from typing import Any
 from bench.bm25_files_baseline import build_file_index, rank_files
 from bench.swebench_trees import TreeJob, ensure_corpora, plan_jobs, prepare_indexes
 from bridge.measure.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
-from index.embed import load_embedder
+from index.embed import Embedder, load_embedder
 from index.rank import SIGNALS
 from index.search import MAX_K, Searcher
 from index.store import default_home
@@ -74,7 +74,7 @@ def _timed(call: Callable[[], Any]) -> tuple[Any, float]:
     return value, (time.perf_counter() - started) * 1000
 
 
-def run_job(job: TreeJob, index_dir: Path, embedder: object) -> list[Record]:
+def run_job(job: TreeJob, index_dir: Path, embedder: Embedder) -> list[Record]:
     """Rank files with every mode for the questions of one tree."""
     searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES)
     files = build_file_index(job.tree)

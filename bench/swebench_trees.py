@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bridge.measure.evaluate import Question
 from index.build import BuildOptions, build_index, fill_vectors
+from index.embed import Embedder
 from index.store import IndexDir
 
 __all__ = [
@@ -137,7 +138,7 @@ def sync_tree(source: Path, target: Path) -> int:
     return changed
 
 
-def index_fingerprint(embedder: object) -> str:
+def index_fingerprint(embedder: Embedder) -> str:
     """Identity of the code that builds indexes and of the embedder: a kept index made by other
     code may have another format or other chunks, so it is rebuilt rather than trusted."""
     import index
@@ -168,7 +169,7 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: object,
+def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: Embedder,
                     progress: Progress, spec: str = EMBEDDER) -> tuple[dict[str, Path], list[str]]:
     """Index every tree once (lexical + static vectors): (tree name -> kept index, trees built now)."""
     fingerprint = index_fingerprint(embedder)

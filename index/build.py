@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from index.store import ChunkTable, FileEntry, IndexDir, Manifest, default_home,
 from index.tokenize import path_terms, terms
 from index.types import Chunk, Progress, Selection, SourceFile
 from index.vector import VectorIndex
+
+if TYPE_CHECKING:
+    from index.embed import Embedder
 
 __all__ = ["BuildOptions", "BuildReport", "build_index", "fill_vectors", "FillReport"]
 
@@ -195,7 +199,7 @@ def _chunk_all(
     for n, f in enumerate(files, 1):
         first = len(chunks)
         old = old_manifest.files.get(f.path) if old_manifest else None
-        if old is not None and old.sha == f.sha:
+        if old is not None and old.sha == f.sha and old_corpus is not None:
             span = range(old.first_chunk, old.first_chunk + old.n_chunks)
             chunks.extend(old_chunks[i] for i in span)
             for i in span:
@@ -216,7 +220,7 @@ def fill_vectors(
     index_dir: Path,
     on_progress: ProgressFn = _noop,
     should_stop: StopFn = lambda: False,
-    embedder: object | None = None,
+    embedder: Embedder | None = None,
     batch_size: int = 64,
     checkpoint_seconds: float = 5.0,
     cache_path: Path | None = None,
@@ -288,7 +292,7 @@ def fill_vectors(
     return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks))
 
 
-def _write_vectors(gen: Path, emb: object, hashes: list[str], have: dict[str, np.ndarray]) -> int:
+def _write_vectors(gen: Path, emb: Embedder, hashes: list[str], have: dict[str, np.ndarray]) -> int:
     ids = np.array([i for i, h in enumerate(hashes) if h in have], dtype=np.int64)
     vectors = np.stack([have[hashes[i]] for i in ids]) if len(ids) else np.zeros((0, emb.dim), np.float32)
     meta = gen / "vectors.json"

@@ -298,10 +298,10 @@ def _segments(kids: list[Any], start: int, end: int) -> list[tuple[int, int, Any
 def _inner(node: Any) -> list[Any]:
     """Nodes to split `node` at: its children, looking through a body that holds nearly all of it."""
     if node.parent is None:
-        return node.named_children
+        return list(node.named_children)
     current = _unwrap(node)
     for _ in range(8):
-        kids = current.named_children
+        kids: list[Any] = list(current.named_children)
         if not kids:
             return kids
         biggest = max(kids, key=_span)
@@ -310,7 +310,7 @@ def _inner(node: Any) -> list[Any]:
         if _definition(biggest)[0] is not None:
             return kids
         current = biggest
-    return current.named_children
+    return list(current.named_children)
 
 
 def _collect(nodes: list[Any], parent: str | None, parent_kind: str | None, out: list[Symbol]) -> None:
@@ -355,8 +355,10 @@ def _unwrap(node: Any) -> Any:
 def _name(node: Any) -> str | None:
     kind = node.type
     if kind in ("lexical_declaration", "variable_declaration"):
-        declarator = node.named_children[0] if node.named_children else None
-        value = declarator.child_by_field_name("value") if declarator is not None else None
+        if not node.named_children:
+            return None
+        declarator = node.named_children[0]
+        value = declarator.child_by_field_name("value")
         if value is None or value.type not in _FUNCTION_VALUES:
             return None
         return _text(declarator.child_by_field_name("name"))

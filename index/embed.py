@@ -102,7 +102,7 @@ class HashEmbedder:
         return _normalise(np.stack(rows) if rows else np.zeros((0, self.dim), np.float32))
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
+        return np.asarray(self.encode([text])[0], dtype=np.float32)
 
 
 class SentenceTransformerEmbedder:
@@ -141,7 +141,7 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
+        return np.asarray(self.encode([text])[0], dtype=np.float32)
 
 
 class StaticEmbedder:
@@ -168,7 +168,7 @@ class StaticEmbedder:
         return _normalise(vectors)
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
+        return np.asarray(self.encode([text])[0], dtype=np.float32)
 
 
 def bundled_minilm_path() -> Path:
@@ -272,8 +272,8 @@ def _quiet() -> Iterator[None]:
     try:
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     except ImportError:
         pass
     yield

@@ -124,7 +124,8 @@ def fuse(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float],
 def _order(values: np.ndarray, keep: np.ndarray | None = None) -> list[int]:
     """Indices where `keep` (default: a positive value), best value first; ties by index."""
     kept = np.flatnonzero(values > 0 if keep is None else keep)
-    return kept[np.lexsort((kept, -values[kept]))].tolist()
+    ordered: list[int] = kept[np.lexsort((kept, -values[kept]))].tolist()
+    return ordered
 
 
 class FileEvidence:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from index.store import ChunkTable, IndexDir, Manifest
 from index.tokenize import terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
 from index.vector import VectorIndex
+
+if TYPE_CHECKING:
+    from index.embed import Embedder
 
 __all__ = ["DEFAULT_MAX_TOKENS", "MAX_K", "MAX_QUERY_BYTES", "RRF_K", "Searcher", "rrf"]
 
@@ -84,7 +88,7 @@ class Searcher:
     def __init__(
         self,
         index_dir: Path,
-        embedder_loader: Callable[[str], object] | None = None,
+        embedder_loader: Callable[[str], Embedder] | None = None,
         max_query_bytes: int = MAX_QUERY_BYTES,
     ) -> None:
         self.store = IndexDir(index_dir)
@@ -94,7 +98,7 @@ class Searcher:
         self._embed_lock = threading.Lock()  # loading and running the query embedder
         self._gen: _Generation | None = None
         self._vectors: tuple[float, VectorIndex] | None = None
-        self._embedder: object | None = None
+        self._embedder: Embedder | None = None
         self._stale: tuple[float, str, int] | None = None
         self.refresh()
 
@@ -193,6 +197,8 @@ class Searcher:
 
     def _query_vector(self, gen: _Generation, query: str) -> np.ndarray:
         spec = gen.manifest.embedder
+        if spec is None:
+            raise NoIndex(f"the index of {gen.manifest.root} has no vectors: run `bridge index` without --no-vectors")
         with self._embed_lock:
             if self._embedder is None:
                 if self._loader is None:
@@ -214,12 +220,13 @@ class Searcher:
         self,
         query: str,
         k: int = 5,
-        mode: Mode = "hybrid",
+        mode: str = "hybrid",
         max_tokens: int | None = None,
         path_glob: str | None = None,
     ) -> SearchResult:
+        """`mode` is checked here (BadQuery), so callers may pass what a user typed."""
         t0 = time.perf_counter()
-        _check(query, k, mode, max_tokens, self.max_query_bytes)
+        mode = _check(query, k, mode, max_tokens, self.max_query_bytes)
         self.refresh()
         gen = self._gen
         assert gen is not None
@@ -306,7 +313,8 @@ def _top(scores: np.ndarray, k: int) -> list[int]:
     if k <= 0:
         return []
     part = np.argpartition(-scores, k - 1)[:k]
-    return part[np.lexsort((part, -scores[part]))].tolist()
+    ordered: list[int] = part[np.lexsort((part, -scores[part]))].tolist()
+    return ordered
 
 
 def _file_scores(
@@ -339,10 +347,10 @@ def _files_first(
         first, n = int(files.first_chunk[f]), int(files.n_chunks[f])
         if n == 0:
             continue
-        cid = best_chunk.get(f)
-        if cid is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
-            cid = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
-        chosen[cid] = file_score[f]
+        best = best_chunk.get(f)
+        if best is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
+            best = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
+        chosen[best] = file_score[f]
     rest = [c for c in order if c not in chosen]
     if rest:  # below every chosen chunk, in chunk order
         floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
@@ -350,7 +358,7 @@ def _files_first(
     return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
 
 
-def _vector_meta(generation: Path) -> dict:
+def _vector_meta(generation: Path) -> dict[str, Any]:
     path = generation / "vectors.json"
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
@@ -365,7 +373,7 @@ def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | No
     return Hit(c.path, c.start_line, c.end_line, score, lexical_rank, vector_rank, c.symbol, c.language, c.text, c.tokens)
 
 
-def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int) -> None:
+def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int) -> Mode:
     if not query or not query.strip():
         raise BadQuery("query is empty: say what to look for, e.g. 'where is the config parsed'")
     size = len(query.encode("utf-8", "surrogatepass"))
@@ -377,3 +385,4 @@ def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int
         raise BadQuery(f"mode={mode!r} is unknown: use hybrid, lexical or vector")
     if max_tokens is not None and max_tokens < 1:
         raise BadQuery(f"max_tokens={max_tokens} is out of range: use a positive number")
+    return mode

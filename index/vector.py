@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ ANN_THRESHOLD = 100_000
 _HNSW_M = 32
 
 
-def _faiss():
+def _faiss() -> Any:
     import faiss
 
     # One query is a few hundred microseconds of work; faiss's OpenMP threads cost 15-20 ms of
@@ -27,7 +28,7 @@ def _faiss():
 
 
 class VectorIndex:
-    def __init__(self, index: object, dim: int) -> None:
+    def __init__(self, index: Any, dim: int) -> None:  # a faiss index (faiss ships no type hints)
         self._index = index
         self.dim = dim
 

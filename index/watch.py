@@ -108,13 +108,15 @@ class LiveIndex:
     def _build(self) -> BuildReport:
         if not self._isolate:
             return build_index(self.root, self.index_dir, self.options)
-        return self._in_worker("build", build_index, self.root, self.index_dir, self.options)
+        report: BuildReport = self._in_worker("build", build_index, self.root, self.index_dir, self.options)
+        return report
 
     def _fill(self) -> FillReport:
         if not self._isolate:
             should_stop = lambda: self._stop.is_set() or self._rebuilding.is_set()
             return fill_vectors(self.index_dir, should_stop=should_stop)
-        return self._in_worker("fill", _fill_in_worker, self.index_dir)
+        report: FillReport = self._in_worker("fill", _fill_in_worker, self.index_dir)
+        return report
 
     def _in_worker(self, kind: str, fn: Callable[..., Any], *args: Any) -> Any:
         pool = self._pools.get(kind)

@@ -84,7 +84,7 @@ class ProgressBars:
         self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._progress.__exit__(*exc)
 
     def __call__(self, p: Any) -> None:

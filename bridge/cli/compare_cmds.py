@@ -10,9 +10,8 @@ import typer
 from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
 from bridge.cli.common import console, emit_json, fail, resolve_index
 
-__all__ = ["compare_cmd", "register", "write_plot"]
+__all__ = ["compare_cmd", "register"]
 
-GIB = 1 << 30
 
 
 def _sizes(text: str | None) -> list[int] | None:
@@ -95,6 +94,8 @@ def compare_cmd(
         if runtime is not None:
             runtime.close()
     if plot is not None:
+        from bridge.measure.plot import write_plot
+
         write_plot(report, plot)
     if json_out:
         emit_json(report)
@@ -168,60 +169,6 @@ def _print(r: dict[str, Any]) -> None:
                   f"from the other sizes ({h['error']:+.1%}; target ±20%)")
     if pre["note"]:
         console.print(f"note: {pre['note']} ({pre['measured'][-1]['tokens']:,} tokens)")
-
-
-def write_plot(report: dict[str, Any], path: Path) -> None:
-    """Prefill time (top) and KV memory (bottom) against context length, with the key sizes marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    m, full, ret, pre = report["model"], report["full_context"], report["retrieval"], report["prefill"]
-    marks: dict[int, str] = {}  # one line per length; coinciding marks share it (n_ctx = trained context)
-    for label, x in (("retrieval", ret["tokens"]), ("n_ctx", m["n_ctx"]), ("trained context", m["trained_context"]),
-                     ("full repository", full["tokens"])):
-        marks[x] = f"{marks[x]} = {label}" if x in marks else label
-    n = np.geomspace(max(16, min(marks) / 2), max(marks) * 1.5, 200)
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 7))
-    if pre["fit"] is not None:
-        fit = pre["fit"]
-        largest = pre["measured"][-1]["tokens"]
-        curve = fit["a"] + fit["b"] * n + fit["c"] * n * n
-        top.plot(n[n <= largest], curve[n <= largest] / 1000, color="C0", label="fit a + b·n + c·n²")
-        top.plot(n[n >= largest], curve[n >= largest] / 1000, color="C0", linestyle="--", label="extrapolation")
-        top.scatter([p["tokens"] for p in pre["measured"]], [p["ms"] / 1000 for p in pre["measured"]],
-                    color="C1", zorder=3, label="measured")
-        top.scatter([ret["tokens"]], [pre["retrieval_ms"] / 1000], marker="s", color="C4", zorder=3,
-                    label="retrieval prompt (measured)")
-        top.scatter([full["tokens"]], [pre["full_context_predicted_ms"] / 1000], marker="x", color="C3", zorder=3,
-                    label="full repository (predicted)")
-        top.set_yscale("log")
-        top.legend(fontsize=7, loc="upper left")
-    else:
-        top.text(0.5, 0.5, "prefill time needs a real model (--model FILE.gguf)", ha="center", va="center",
-                 transform=top.transAxes)
-        top.set_yticks([])
-    top.set_ylabel("prefill time (s)")
-    top.set_title(f"{Path(m['label']).name}: retrieval vs whole repository in context")
-    for t, style in (("f16", "-"), ("q8_0", "--"), ("q4_0", ":")):
-        per_token = m["kv_bytes_per_token_by_type"][t]
-        bottom.plot(n, n * per_token / GIB, linestyle=style, color="C2", label=f"KV cache {t}")
-    bottom.set_yscale("log")
-    bottom.set_xscale("log")
-    bottom.set_ylabel("KV cache (GiB)")
-    bottom.set_xlabel("context length (tokens)")
-    for (x, label), color in zip(sorted(marks.items()), ("C4", "C5", "C6", "C3")):
-        for axis in (top, bottom):
-            axis.axvline(x, color=color, linewidth=1, alpha=0.7)
-        bottom.annotate(f"{label}\n{x:,}", (x, 0.02), xycoords=("data", "axes fraction"), rotation=90,
-                        fontsize=7, ha="right", va="bottom", color=color)
-    bottom.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def register(app: typer.Typer) -> None:

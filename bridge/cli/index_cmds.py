@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from bridge.cli.common import ProgressBars, console, emit_json, fail, resolve_index, to_jsonable
+
+if TYPE_CHECKING:
+    from index.build import BuildReport, FillReport
+    from index.types import IndexInfo
 
 __all__ = ["register"]
 
@@ -35,7 +40,7 @@ def index_cmd(
 
     if not path.exists():
         fail(f"no such folder: {path}: pass the repository root")
-    root, where = resolve_index(path, index_dir)
+    root, where = path.resolve(), resolve_index(path, index_dir)[1]
     options = BuildOptions(
         selection=Selection(max_file_bytes=max_file_bytes, exclude=tuple(exclude), include=tuple(include)),
         embedder=None if no_vectors else _embedder_spec(embedder),
@@ -49,15 +54,16 @@ def index_cmd(
     elif not json_out:
         _print_report(report, fill)
     if watch:
+        from index.build import BuildReport, FillReport
         from index.watch import watch_and_index
 
         console.print(f"watching {root} for changes (Ctrl-C to stop)")
         for kind, value in watch_and_index(root, where, options):
             if json_out:
                 emit_json({"event": kind, "report": value if kind != "error" else str(value)})
-            elif kind == "build":
+            elif isinstance(value, BuildReport):
                 _print_report(value, None)
-            elif kind == "fill":
+            elif isinstance(value, FillReport):
                 console.print(f"vectors: {value.embedded_chunks}/{value.chunks} chunks")
             else:
                 console.print(f"[red]error:[/] {value}", markup=True)
@@ -72,7 +78,7 @@ def _embedder_spec(spec: str) -> str:
     return str(folder.resolve())
 
 
-def _print_report(report: object, fill: object) -> None:
+def _print_report(report: BuildReport, fill: FillReport | None) -> None:
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(report.skipped.items()) if n) or "none"
     if report.changed:
         console.print(
@@ -119,7 +125,7 @@ def search_cmd(
     console.print(f"{len(result.hits)} hits in {result.took_ms:.1f} ms{note}; {_freshness(result.index)}")
 
 
-def _freshness(info: object) -> str:
+def _freshness(info: IndexInfo) -> str:
     stale = f", {info.stale_files} files changed since" if info.stale_files else ""
     return f"index built {info.built_at}{stale}; {info.embedded_chunks}/{info.chunks} chunks embedded"
 

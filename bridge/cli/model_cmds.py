@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -136,7 +136,7 @@ def model_cmd(
     facts = preset(preset_name) if preset_name is not None else read_gguf(gguf or bundled_model_path())
     chosen = choose_n_ctx(facts, n_ctx)
     budget = parse_bytes(memory) if memory is not None else None
-    data = model_json(facts, cast("CacheType", cache_type), chosen, budget)
+    data = model_json(facts, cache_type, chosen, budget)
     if json_out:
         emit_json(data)
     else:

@@ -152,7 +152,7 @@ class LlamaCppRuntime:
         while cached < min(len(previous), len(tokens) - 1) and previous[cached] == tokens[cached]:
             cached += 1
         if cached == 0:
-            llama.reset()  # type: ignore[no-untyped-call]
+            llama.reset()
         llama.n_tokens = cached  # eval() drops the cache beyond n_tokens
         return cached
 
@@ -220,7 +220,7 @@ class LlamaCppRuntime:
             raise BudgetError(f"cannot prefill {n_tokens} tokens in n_ctx {self.n_ctx}: pick 1..{self.n_ctx} tokens")
         tokens = self.filler_tokens(n_tokens)
         # n_tokens = 0, so eval() clears the whole KV cache first: no prefix reuse skews the timing.
-        self._llama.reset()  # type: ignore[no-untyped-call]
+        self._llama.reset()
         start = time.perf_counter()
         self._llama.eval(tokens)
         return (time.perf_counter() - start) * 1000

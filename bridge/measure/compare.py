@@ -162,7 +162,7 @@ class ContextSide:
     kv_tokens: int
     cache_type: str
     kv_bytes: int
-    kv_bytes_by_type: dict[str, int]
+    kv_bytes_by_type: dict[CacheType, int]
 
 
 def context_side(facts: ModelFacts, tokens: int, answer_reserve: int, cache_type: CacheType) -> ContextSide:

@@ -173,7 +173,9 @@ def _parse_span(item: Any) -> Span:
     path, start, end = item.get("path"), item.get("start_line"), item.get("end_line")
     if not isinstance(path, str) or not path:
         raise ValueError("a gold span needs a non-empty 'path'")
-    if not _is_int(start) or not _is_int(end) or not 1 <= start <= end:
+    if not isinstance(start, int) or not isinstance(end, int) or not _is_int(start) or not _is_int(end):
+        raise ValueError(f"gold span of {path} needs integers 1 <= start_line <= end_line")
+    if not 1 <= start <= end:
         raise ValueError(f"gold span of {path} needs integers 1 <= start_line <= end_line")
     return Span(path=path, start_line=start, end_line=end)
 
@@ -310,9 +312,14 @@ def _overlap(gold: Sequence[tuple[int, int]], hits: Sequence[tuple[int, int]]) -
 class Located(Protocol):
     """Anything with a file path and a line range, such as an index hit."""
 
-    path: str
-    start_line: int
-    end_line: int
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def start_line(self) -> int: ...
+
+    @property
+    def end_line(self) -> int: ...
 
 
 def score_search(

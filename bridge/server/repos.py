@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from bridge.errors import ServeError, ToolInputError
 from bridge.server.memory import limit_arenas, trim
@@ -54,9 +55,10 @@ class RepoStatus:
 
 def options_from_manifest(manifest: Manifest) -> BuildOptions:
     """The build settings an existing index was made with, so a re-index keeps them."""
-    sel = dict(manifest.selection)
+    sel: dict[str, Any] = dict(manifest.selection)
+    default = Selection()
     selection = Selection(
-        max_file_bytes=int(sel.get("max_file_bytes", Selection.max_file_bytes)),
+        max_file_bytes=int(sel.get("max_file_bytes", default.max_file_bytes)),
         exclude=tuple(sel.get("exclude", ())),
         include=tuple(sel.get("include", ())),
         skip_secrets=bool(sel.get("skip_secrets", True)),

@@ -1,0 +1,142 @@
+"""The house plan holds: imports point one way, with no cycles, and the rooms stay what the tree says.
+
+Every import statement counts, lazy ones inside functions and `TYPE_CHECKING` ones included.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("bridge", "index", "prompts")
+
+# What each room of bridge/ may import from the project, besides itself, bridge.errors and the
+# package's own `bridge/__init__.py` (its version).
+ALLOWED = {
+    "bridge.llm": (),
+    "bridge.server": ("index",),
+    "bridge.chat": ("bridge.llm", "bridge.server", "index"),
+    "bridge.measure": ("bridge.chat", "bridge.llm", "index"),
+    "bridge.cli": ("bridge", "index"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def _resolve(name: str) -> str | None:
+    """The project module an imported name lives in (a symbol's module, or the module itself)."""
+    known = modules()
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+@cache
+def imports(module: str) -> frozenset[str]:
+    tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.update(m for m in map(_resolve, names) if m is not None and m != module)
+    return frozenset(found)
+
+
+def _cycle_from(start: str) -> list[str] | None:
+    path: list[str] = []
+    on_path: set[str] = set()
+    done: set[str] = set()
+
+    def visit(module: str) -> list[str] | None:
+        if module in on_path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return None
+        path.append(module)
+        on_path.add(module)
+        for target in sorted(imports(module)):
+            if (cycle := visit(target)) is not None:
+                return cycle
+        path.pop()
+        on_path.discard(module)
+        done.add(module)
+        return None
+
+    return visit(start)
+
+
+def test_no_module_imports_itself_through_a_cycle() -> None:
+    cycles = [c for m in sorted(modules()) if (c := _cycle_from(m)) is not None]
+    assert not cycles, "import cycle: " + " -> ".join(cycles[0])
+
+
+def test_index_never_imports_bridge() -> None:
+    offenders = {m: sorted(i for i in imports(m) if i.startswith("bridge")) for m in modules() if m.startswith("index")}
+    assert not {m: i for m, i in offenders.items() if i}
+
+
+@pytest.mark.parametrize("room", sorted(ALLOWED))
+def test_each_room_of_bridge_imports_only_what_is_below_it(room: str) -> None:
+    allowed = (room, "bridge.errors", *ALLOWED[room])
+    wrong = {
+        m: sorted(i for i in imports(m) if not any(i == a or i.startswith(a + ".") for a in allowed))
+        for m in modules()
+        if m == room or m.startswith(room + ".")
+    }
+    assert not {m: i for m, i in wrong.items() if i}
+
+
+def test_only_the_cli_and_main_import_the_cli() -> None:
+    users = {m for m in modules() if any(i.startswith("bridge.cli") for i in imports(m))}
+    assert users <= {"bridge.__main__"} | {m for m in modules() if m.startswith("bridge.cli")}
+
+
+def test_bridge_keeps_at_most_six_loose_modules() -> None:
+    loose = sorted(p.name for p in (ROOT / "bridge").glob("*.py"))
+    assert len(loose) <= 6, loose
+
+
+def _third_party_importers(name: str) -> set[str]:
+    found = set()
+    for module, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                tops = {(node.module or "").split(".")[0]}
+            else:
+                continue
+            if name in tops:
+                found.add(module)
+    return found
+
+
+def test_only_the_llama_runtime_imports_llama_cpp() -> None:
+    assert _third_party_importers("llama_cpp") == {"bridge.llm.llama"}
+
+
+def test_only_the_embedder_module_imports_torch_or_sentence_transformers() -> None:
+    assert _third_party_importers("torch") | _third_party_importers("sentence_transformers") <= {"index.embed"}
+
+
+def test_every_package_declares_its_rooms_in_a_docstring() -> None:
+    packages = [p for p in modules().values() if p.name == "__init__.py" and p.parent.name != "prompts"]
+    undocumented = [str(p.relative_to(ROOT)) for p in packages if ast.get_docstring(ast.parse(p.read_text())) is None]
+    assert not undocumented
