@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from rank_bm25 import BM25Okapi
 
+from bench import paths
 from bridge.measure.evaluate import Question, QuestionResult, aggregate, load_questions
 
 __all__ = [
@@ -49,9 +50,7 @@ MAX_FILE_BYTES = 1024 * 1024
 _BINARY_PROBE_BYTES = 8000
 _WORD = re.compile(r"\w+")
 
-DEFAULT_QUESTIONS = Path("/work/shared/bench/swebench_lite.jsonl")
-DEFAULT_CORPORA = Path("/work/corpora")
-DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "bm25_files.json"
+DEFAULT_OUT = paths.OUT / "bm25_files.json"
 
 Progress = Callable[[str], None]
 
@@ -210,8 +209,8 @@ def _table(summary: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("questions", nargs="?", type=Path, default=DEFAULT_QUESTIONS)
-    parser.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
+    parser.add_argument("questions", nargs="?", type=Path, default=paths.questions())
+    parser.add_argument("--corpora", type=Path, default=paths.corpora())
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
 

@@ -32,6 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench import paths
 from bench.bm25_files_baseline import build_file_index, rank_files
 from bench.swebench_trees import TreeJob, ensure_corpora, plan_jobs, prepare_indexes
 from bridge.measure.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
@@ -42,10 +43,7 @@ from index.store import default_home
 
 __all__ = ["MODES", "Record", "main", "run_job", "summarize"]
 
-DEFAULT_QUESTIONS = Path("/work/shared/bench/swebench_lite.jsonl")
-DEFAULT_CORPORA = Path("/work/corpora")
-DEFAULT_MIRRORS = Path("/work/mirrors")
-DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+DEFAULT_OUT = paths.OUT
 SEARCH_MODES = ("lexical", "vector", "hybrid")
 ABLATIONS = {f"hybrid-{name}": {**SIGNALS, name: 0.0} for name in SIGNALS}
 MODES = ("bm25_files", *SEARCH_MODES, *ABLATIONS)
@@ -218,10 +216,10 @@ def _per_question(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("questions", nargs="?", type=Path, default=DEFAULT_QUESTIONS)
-    parser.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
-    parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
-    parser.add_argument("--work", type=Path, default=default_home() / "bench" / "swebench")
+    parser.add_argument("questions", nargs="?", type=Path, default=paths.questions())
+    parser.add_argument("--corpora", type=Path, default=paths.corpora(), help="one tree per base commit")
+    parser.add_argument("--mirrors", type=Path, default=paths.mirrors(), help="bare mirrors as OWNER+NAME/repo")
+    parser.add_argument("--work", type=Path, default=paths.bench_home() / "swebench", help="indexes and caches")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--repos", default="", help="comma-separated repository names (default: all)")
     parser.add_argument("--build-only", action="store_true")

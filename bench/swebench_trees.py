@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import paths
 from bridge.measure.evaluate import Question
 from index.build import BuildOptions, build_index, fill_vectors
 from index.embed import Embedder
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 DONE_MARKER = "bench-complete"
-MATERIALIZE = Path("/work/shared/bench/materialize.sh")
 EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
 # The modules whose code decides what an index holds (not how it is searched or watched).
 _CONTENT_MODULES = ("discover", "languages", "chunk", "tokenize", "lexical", "embed", "vector", "store", "build")
@@ -103,8 +103,9 @@ def ensure_corpora(jobs: Sequence[TreeJob], questions_file: Path, corpora: Path,
     missing = [job.name for job in jobs if not job.tree.is_dir()]
     if not missing:
         return
-    progress(f"{len(missing)} trees missing (first {missing[0]}): running {MATERIALIZE}")
-    subprocess.run(["bash", str(MATERIALIZE), str(questions_file), str(corpora), str(mirrors)], check=True)
+    script = paths.materialize_script()
+    progress(f"{len(missing)} trees missing (first {missing[0]}): running {script}")
+    subprocess.run(["bash", str(script), str(questions_file), str(corpora), str(mirrors)], check=True)
     still = [job.name for job in jobs if not job.tree.is_dir()]
     if still:
         raise FileNotFoundError(f"{len(still)} trees still missing after materialize.sh (first {still[0]}): "

@@ -178,7 +178,7 @@ class ChatSession:
 
 
 def ask_report(turn: Turn, runtime: Runtime) -> dict[str, Any]:
-    """The `bridge ask --json` document (INTERFACES.md)."""
+    """The `bridge ask --json` document (docs/INTERFACES.md)."""
     info, g = runtime.info, turn.generation
     return {
         "answer": turn.answer,

@@ -28,7 +28,7 @@ def human_bytes(n: int) -> str:
 
 
 def model_json(facts: ModelFacts, cache_type: CacheType, n_ctx: int, memory: int | None) -> dict[str, Any]:
-    """The `bridge model --json` document: INTERFACES.md's fields and a few more."""
+    """The `bridge model --json` document: docs/INTERFACES.md's fields and a few more."""
     from bridge.llm.gguf import (
         CACHE_TYPES,
         context_limit,

@@ -1,4 +1,4 @@
-"""The MCP tools (INTERFACES.md): argument schemas, error mapping, text + structured result.
+"""The MCP tools (docs/INTERFACES.md): argument schemas, error mapping, text + structured result.
 
 Each tool returns a `CallToolResult` with one compact text block (for the model) and one
 `structuredContent` object validated against its pydantic model (the tool's `outputSchema`).

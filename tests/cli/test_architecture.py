@@ -6,6 +6,8 @@ Every import statement counts, lazy ones inside functions and `TYPE_CHECKING` on
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -144,3 +146,25 @@ def test_every_package_declares_its_rooms_in_a_docstring() -> None:
     packages = [p for p in modules().values() if p.name == "__init__.py" and p.parent.name != "prompts"]
     undocumented = [str(p.relative_to(ROOT)) for p in packages if ast.get_docstring(ast.parse(p.read_text())) is None]
     assert not undocumented
+
+
+# Prefixes of this team's machines and of personal home folders (spelled in pieces, so that this
+# file does not name them itself).
+MACHINE_PATHS = tuple("/" + p + "/" for p in ("work", "root", "Users"))
+
+
+def test_no_tracked_file_names_a_path_of_one_machine() -> None:
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode()
+    offenders = []
+    for name in filter(None, tracked.split("\0")):
+        path = ROOT / name
+        if path.is_file() and path.suffix in {".py", ".md", ".sh", ".toml", ".json", ".txt", ".yml", ""}:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            offenders += [name for marker in MACHINE_PATHS if marker in text]
+    assert not offenders
+
+
+def test_docstrings_cite_documents_inside_the_repository() -> None:
+    cited = {m.group(0) for p in modules().values() for m in re.finditer(r"[\w./-]*INTERFACES\.md", p.read_text())}
+    assert cited <= {"docs/INTERFACES.md"}
+    assert (ROOT / "docs" / "INTERFACES.md").is_file()
