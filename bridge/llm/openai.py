@@ -72,12 +72,6 @@ class OpenAICompatRuntime:
             f"start llama-server or Ollama there, or fix --llm-url"
         )
 
-    def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        try:
-            return self._client.post(self.root + path, json=body)
-        except httpx.TransportError as exc:
-            raise self._unreachable(exc) from exc
-
     def _optional(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any | None:
         """JSON of an endpoint only some servers have; None when this one lacks it."""
         try:
