@@ -1,8 +1,8 @@
 """The chat loop's turn: retrieve (MCP `search_code`) -> plan (token and KV budget) -> generate.
 
-Retrieval goes through the same MCP tool external clients use: an in-process server on a free
-loopback port (`local_server`), or a running `bridge serve` (`McpRetriever(url, token)`). The
-REPL itself lives in the CLI; `ChatSession` keeps the history between turns.
+Retrieval is any `Retriever` (bridge.chat.retrieval: the MCP `search_code` tool external clients
+use, in-process or on a running `bridge serve`). The REPL itself lives in the CLI; `ChatSession`
+keeps the history between turns.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from index.search import MAX_QUERY_BYTES
 __all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime"]
 
 OnPlan = Callable[[Plan], None]
-
 
 
 @dataclass(frozen=True, slots=True)

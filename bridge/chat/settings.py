@@ -26,7 +26,6 @@ ENV_PREFIX = "BRIDGE_"
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
-
 @dataclass(frozen=True, slots=True)
 class Settings:
     model: Path | None = None  # GGUF to run (None: the bundled SmolLM2); with llm_url, only its facts are read

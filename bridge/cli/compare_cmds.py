@@ -13,7 +13,6 @@ from bridge.cli.common import console, emit_json, fail, resolve_index
 __all__ = ["compare_cmd", "register"]
 
 
-
 def _sizes(text: str | None) -> list[int] | None:
     if not text:
         return None

@@ -29,7 +29,6 @@ __all__ = [
 DEFAULT_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)  # of n_ctx; ~16k tokens in all at 8192
 
 
-
 @dataclass(frozen=True)
 class QuadraticFit:
     """ms = a + b·n + c·n², fitted by relative least squares with b, c >= 0."""

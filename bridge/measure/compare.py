@@ -64,7 +64,6 @@ DEFAULT_SAMPLE_QUESTIONS = (
 Count = Callable[[str], int]
 
 
-
 # --- the full-context side -----------------------------------------------------------------
 
 

@@ -39,7 +39,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class Span:
     """Lines start_line..end_line (1-based, inclusive) of the file at `path`."""

@@ -86,8 +86,6 @@ def resolve(repo: Path, user_path: str) -> Path:
     return resolve_path(repo, user_path, SELECTION, exclude_dirs=(repo / ".bridge-index",))
 
 
-
-
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_a_hostile_path_is_refused_with_a_message_naming_it(repo: Path, hostile: str) -> None:
     try:

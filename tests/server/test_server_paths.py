@@ -51,8 +51,6 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, 
             svc.close()
 
 
-
-
 def test_there_are_at_least_thirty_hostile_paths() -> None:
     assert len(set(HOSTILE_PATHS)) >= 30
 
