@@ -34,7 +34,9 @@ find_nvcc() {
 # The first GPU's compute capability as CMake wants it ("9.0" -> "90"); empty without a visible GPU.
 cuda_arch() {
   command -v nvidia-smi >/dev/null 2>&1 || return 0
-  nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .\r' || true
+  local cap
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .\r' || true)
+  case $cap in ''|*[!0-9]*) ;; *) echo "$cap" ;; esac
 }
 
 cuda=${BRIDGE_LLAMA_CUDA:-auto}
