@@ -1,0 +1,56 @@
+"""Loops and citations in answer text (bridge.answers)."""
+
+from __future__ import annotations
+
+from bridge.answers import LoopGuard, Span, check_citations, find_citations, first_loop, has_loop
+
+LOOPING = 'It returns {"type": "Question", "response_to_question": question.render(n_ctx=n_ctx), ' * 3
+
+
+def test_a_word_six_gram_seen_three_times_is_a_loop_and_twice_is_not() -> None:
+    assert has_loop(LOOPING)
+    twice = 'It returns {"type": "Question", "response_to_question": question.render(n_ctx=n_ctx), ' * 2
+    assert not has_loop(twice)
+    assert not has_loop("The planner packs snippets greedily in rank order and skips those that do not fit.")
+
+
+def test_the_cut_keeps_one_copy_of_the_repetition_and_what_came_before() -> None:
+    text = "Intro words here. " + "alpha beta gamma delta epsilon zeta " * 3
+    cut = first_loop(text)
+    assert cut is not None
+    assert text[:cut] == "Intro words here. alpha beta gamma delta epsilon zeta "
+
+
+def test_the_guard_stops_on_the_piece_that_completes_the_third_copy() -> None:
+    guard = LoopGuard()
+    pieces = ("one two three four five six " * 3).split(" ")
+    stopped_at = None
+    for i, word in enumerate(pieces):
+        if guard.feed(word + " "):
+            stopped_at = i
+            break
+    assert stopped_at == 17
+    assert guard.kept() == "one two three four five six"
+
+
+def test_the_guard_keeps_everything_when_nothing_repeats() -> None:
+    guard = LoopGuard()
+    for piece in ["See ", "index/store.py:10-20", " for ", "details."]:
+        assert not guard.feed(piece)
+    assert guard.kept() == "See index/store.py:10-20 for details."
+
+
+def test_citations_are_path_colon_start_dash_end_in_any_wrapping() -> None:
+    text = "See [bridge/budget.py:12-40], `index/store.py:5-9` and ./setup.py:1 - 3; not 10:30-11 or v1:2-3."
+    cited = [c.span.citation for c in find_citations(text)]
+    assert cited == ["bridge/budget.py:12-40", "index/store.py:5-9", "setup.py:1-3"]
+
+
+def test_a_citation_is_valid_only_when_it_overlaps_a_retrieved_source() -> None:
+    sources = [Span("logging/handlers.py", 124, 190), Span("json/encoder.py", 1, 50)]
+    text = "RotatingFileHandler (logging/handlers.py:130-140) and handlers.py:124-190, not json/decoder.py:1-9 nor json/encoder.py:60-70."
+    check = check_citations(text, sources)
+    assert [c.text for c in check.valid] == ["logging/handlers.py:130-140", "handlers.py:124-190"]
+    assert [c.text for c in check.unknown] == ["json/decoder.py:1-9", "json/encoder.py:60-70"]
+    assert check.cited_sources
+    assert not check_citations("no citations here", sources).cited_sources
