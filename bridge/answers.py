@@ -127,7 +127,8 @@ def _matches(cited: Span, source: Span) -> bool:
 
 
 def check_citations(text: str, sources: Sequence[Span]) -> CitationCheck:
-    valid, unknown = [], []
+    valid: list[Citation] = []
+    unknown: list[Citation] = []
     for citation in find_citations(text):
         (valid if any(_matches(citation.span, s) for s in sources) else unknown).append(citation)
     return CitationCheck(tuple(valid), tuple(unknown))

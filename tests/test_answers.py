@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from bridge.answers import LoopGuard, Span, check_citations, find_citations, first_loop, has_loop
+from bridge.answers import (
+    LoopGuard,
+    Span,
+    check_citations,
+    find_citations,
+    first_loop,
+    has_loop,
+)
 
 LOOPING = 'It returns {"type": "Question", "response_to_question": question.render(n_ctx=n_ctx), ' * 3
 
