@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bridge.gguf import bundled_model_path, kv_bytes_per_token, read_gguf
-from bridge.runtime import filler_text
+from bridge.llm.gguf import bundled_model_path, kv_bytes_per_token, read_gguf
+from bridge.llm.runtime import filler_text
 
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 KV_SIZE = re.compile(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+) cells")

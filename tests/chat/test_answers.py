@@ -1,8 +1,8 @@
-"""Loops and citations in answer text (bridge.answers)."""
+"""Loops and citations in answer text (bridge.chat.answers)."""
 
 from __future__ import annotations
 
-from bridge.answers import (
+from bridge.chat.answers import (
     LoopGuard,
     Span,
     check_citations,
