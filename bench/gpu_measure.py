@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bridge.llm.gguf import bundled_model_path, kv_bytes_per_token, read_gguf
-from bridge.llm.runtime import filler_text
+from bridge.llm.gguf import bundled_model_path, kv_bytes_per_token, read_gguf  # noqa: E402
+from bridge.llm.runtime import filler_text  # noqa: E402
 
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 KV_SIZE = re.compile(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+) cells")
@@ -57,7 +57,7 @@ class LogCapture:
 
         self.lines: list[str] = []
 
-        @llama_cpp.llama_log_callback  # type: ignore[misc]
+        @llama_cpp.llama_log_callback
         def keep(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
             if level != 4:  # debug lines come per graph node, thousands per prefill
                 self.lines.append(text.decode("utf-8", "replace"))
