@@ -18,18 +18,23 @@ from dataclasses import dataclass
 __all__ = [
     "LOOP_N",
     "LOOP_TIMES",
+    "MIN_WORDS",
+    "Answer",
     "Citation",
     "CitationCheck",
     "LoopGuard",
     "Span",
     "check_citations",
     "find_citations",
+    "finish_answer",
     "first_loop",
     "has_loop",
 ]
 
 LOOP_N = 6
 LOOP_TIMES = 3
+# Fewer words than this is not an answer (an empty reply, or a loop that began at once).
+MIN_WORDS = 5
 
 _WORD = re.compile(r"\w+")
 # path:start-end; the path needs a "/" or a ".ext" so that times like 10:30-11 do not count.
@@ -132,3 +137,42 @@ def check_citations(text: str, sources: Sequence[Span]) -> CitationCheck:
     for citation in find_citations(text):
         (valid if any(_matches(citation.span, s) for s in sources) else unknown).append(citation)
     return CitationCheck(tuple(valid), tuple(unknown))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    text: str  # what the user reads: the model's words, then notes, then the citations it relies on
+    model_text: str  # the model's own words, cut before a loop
+    looped: bool  # generation was stopped because the model began repeating itself
+    usable: bool  # False: the text is a notice plus the best retrieved snippet, not the model's
+    citations: CitationCheck  # of model_text against the retrieved sources
+
+
+def _unique(items: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def finish_answer(model_text: str, sources: Sequence[Span], *, looped: bool, best: str | None) -> Answer:
+    """Turn the model's text into the answer shown: flag unknown citations, end with the sources it cites.
+
+    `best` is the top retrieved snippet as it was shown to the model; when the model wrote nothing
+    usable the answer says so and shows that snippet instead.
+    """
+    text = model_text.strip()
+    check = check_citations(text, sources)
+    if len(_WORD.findall(text)) < MIN_WORDS:
+        reason = "it began repeating itself at once" if looped else "it wrote almost nothing"
+        shown = f"The model produced no usable answer ({reason})."
+        shown += f" The best retrieved snippet:\n{best.strip()}" if best else " Nothing was retrieved either."
+        return Answer(shown, text, looped, False, check)
+    parts = [text]
+    if looped:
+        parts.append("[stopped: the model began repeating itself; the repetition is cut]")
+    if check.unknown:
+        parts.append("Not among the retrieved sources: " + ", ".join(_unique([c.text for c in check.unknown])))
+    relied = _unique([s.citation for c in check.valid for s in sources if _matches(c.span, s)])
+    if relied:
+        parts.append("Sources: " + ", ".join(relied))
+    elif sources:
+        parts.append("Sources (retrieved; the answer cites none): " + ", ".join(s.citation for s in sources[:3]))
+    return Answer("\n\n".join(parts), text, looped, True, check)

@@ -12,13 +12,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.chat.answers import Answer, LoopGuard, Span, finish_answer
 from bridge.chat.budget import Plan, Snippet, check_fixed, kv_limit, plan_prompt
 from bridge.chat.prompt import build_messages, render_question, system_prompt
 from bridge.chat.retrieval import Retrieval, Retriever
 from bridge.chat.settings import Settings
 from bridge.errors import ChatError, ConfigError
 from bridge.llm.gguf import ModelFacts, choose_n_ctx, kv_bytes_per_token, read_gguf
-from bridge.llm.runtime import Generation, Message, OnToken, Runtime
+from bridge.llm.runtime import Decoding, Generation, Message, OnToken, Runtime, decoding_for
 from index.search import MAX_QUERY_BYTES
 
 __all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime"]
@@ -49,6 +50,7 @@ class Turn:
     retrieval_ms: float
     first_token_ms: float | None  # from the start of the turn
     total_ms: float
+    checked: Answer  # the model's text checked for loops and citations; `answer` is checked.text
 
 
 # --- the model -----------------------------------------------------------------------------
@@ -101,6 +103,7 @@ class ChatSession:
         self.history: list[Message] = []
         self.last: Turn | None = None
         self._system = system_prompt()
+        self.decoding: Decoding = decoding_for(runtime.info.model)
 
     def _check_fixed(self, question: str) -> None:
         s = self.settings
@@ -154,13 +157,25 @@ class ChatSession:
             if on_token is not None:
                 on_token(piece)
 
-        generation = self.runtime.generate(build_messages(plan), max_tokens=plan.answer_reserve, on_token=token)
+        guard = LoopGuard()
+        generation = self.runtime.generate(
+            build_messages(plan),
+            max_tokens=plan.answer_reserve,
+            decoding=self.decoding,
+            on_token=token,
+            stop_when=guard.feed,
+        )
         end = time.perf_counter()
-        answer = generation.text.strip()
-        self.history += [Message("user", question), Message("assistant", answer)]
+        looped = guard.cut is not None
+        spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
+        best = plan.snippets[0].text if plan.snippets else None
+        checked = finish_answer(guard.kept() if looped else generation.text, spans, looped=looped, best=best)
+        # An unusable reply stays out of the history: the model would copy it, or the snippet shown instead.
+        remembered = checked.text if checked.usable else "I could not answer that from the retrieved code."
+        self.history += [Message("user", question), Message("assistant", remembered)]
         turn = Turn(
             question=question,
-            answer=answer,
+            answer=checked.text,
             sources=tuple(Source(s.path, s.start_line, s.end_line, s.score) for s in plan.snippets),
             retrieved=len(retrieval.snippets),
             plan=plan,
@@ -168,6 +183,7 @@ class ChatSession:
             retrieval_ms=retrieval.took_ms,
             first_token_ms=(first[0] - start) * 1000 if first else None,
             total_ms=(end - start) * 1000,
+            checked=checked,
         )
         self.last = turn
         return turn
@@ -192,6 +208,12 @@ def ask_report(turn: Turn, runtime: Runtime) -> dict[str, Any]:
             "cache_type": info.cache_type,
         },
         "budget": turn.plan.budget_dict(),
+        "checks": {
+            "looped": turn.checked.looped,
+            "usable": turn.checked.usable,
+            "citations": [c.span.citation for c in turn.checked.citations.valid],
+            "unknown_citations": [c.text for c in turn.checked.citations.unknown],
+        },
         "timings": {
             "retrieval_ms": round(turn.retrieval_ms, 3),
             "prefill_ms": round(g.prefill_ms, 3),

@@ -16,11 +16,14 @@ from bridge.errors import BudgetError, ModelError, RuntimeUnavailable
 from bridge.llm.gguf import CACHE_GGML_TYPE, CacheType, ModelFacts, bundled_model_path, choose_n_ctx, read_gguf
 from bridge.llm.runtime import (
     CHATML_TEMPLATE,
+    GREEDY,
+    Decoding,
     Generation,
     GpuLayers,
     Message,
     OnToken,
     RuntimeInfo,
+    StopWhen,
     TemplateOverhead,
     check_fits,
     filler_text,
@@ -161,8 +164,9 @@ class LlamaCppRuntime:
         messages: Sequence[Message],
         *,
         max_tokens: int,
-        temperature: float = 0.0,
+        decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
+        stop_when: StopWhen | None = None,
     ) -> Generation:
         tokens = self._tokens(messages)
         check_fits(len(tokens), max_tokens, self.n_ctx)
@@ -176,7 +180,18 @@ class LlamaCppRuntime:
         completion = 0
         finish = "length"
         # generate() finds the whole prompt already evaluated and starts sampling at once.
-        for token in llama.generate(tokens, temp=temperature, top_k=40, top_p=0.95, repeat_penalty=1.1):
+        d = decoding
+        llama.set_seed(d.seed)
+        for token in llama.generate(
+            tokens,
+            temp=d.temperature,
+            top_k=d.top_k,
+            top_p=d.top_p,
+            min_p=d.min_p,
+            repeat_penalty=d.repeat_penalty,
+            frequency_penalty=d.frequency_penalty,
+            presence_penalty=d.presence_penalty,
+        ):
             if self._is_eog(self._vocab, token):
                 finish = "stop"
                 break
@@ -186,6 +201,9 @@ class LlamaCppRuntime:
                 pieces.append(piece)
                 if on_token is not None:
                     on_token(piece)
+                if stop_when is not None and stop_when(piece):
+                    finish = "stopped"
+                    break
             if completion >= max_tokens:
                 break
         tail = decoder.decode(b"", final=True)

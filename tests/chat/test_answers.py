@@ -7,6 +7,7 @@ from bridge.chat.answers import (
     Span,
     check_citations,
     find_citations,
+    finish_answer,
     first_loop,
     has_loop,
 )
@@ -61,3 +62,37 @@ def test_a_citation_is_valid_only_when_it_overlaps_a_retrieved_source() -> None:
     assert [c.text for c in check.unknown] == ["json/decoder.py:1-9", "json/encoder.py:60-70"]
     assert check.cited_sources
     assert not check_citations("no citations here", sources).cited_sources
+
+
+SOURCES = [Span("logging/handlers.py", 119, 190), Span("logging/__init__.py", 1100, 1180)]
+
+
+def test_an_answer_ends_with_the_retrieved_sources_it_cites() -> None:
+    answer = finish_answer(
+        "RotatingFileHandler rolls the file over in doRollover (logging/handlers.py:150-170).",
+        SOURCES, looped=False, best=None,
+    )
+    assert answer.usable and not answer.looped
+    assert answer.text.endswith("Sources: logging/handlers.py:119-190")
+
+
+def test_a_citation_of_something_not_retrieved_is_flagged() -> None:
+    answer = finish_answer("It is in logs.py:1-20, the FileHandler class.", SOURCES, looped=False, best=None)
+    assert "Not among the retrieved sources: logs.py:1-20" in answer.text
+    assert answer.text.endswith(
+        "Sources (retrieved; the answer cites none): logging/handlers.py:119-190, logging/__init__.py:1100-1180"
+    )
+
+
+def test_a_stopped_loop_is_said_and_what_came_before_is_kept() -> None:
+    answer = finish_answer("The handler rotates files when they grow.", SOURCES, looped=True, best=None)
+    assert answer.usable and answer.looped
+    assert answer.text.startswith("The handler rotates files when they grow.\n\n[stopped: the model began repeating")
+
+
+def test_nothing_usable_says_so_and_shows_the_best_snippet_instead() -> None:
+    best = "[logging/handlers.py:119-190]\n```python\nclass RotatingFileHandler(BaseRotatingHandler):\n```\n"
+    answer = finish_answer("{ {", SOURCES, looped=True, best=best)
+    assert not answer.usable
+    assert answer.text.startswith("The model produced no usable answer (it began repeating itself at once).")
+    assert answer.text.endswith(best.strip())

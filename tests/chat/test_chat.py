@@ -87,8 +87,36 @@ def test_the_answer_gets_exactly_the_reserve_and_the_prompt_never_overflows(retr
 def test_streamed_pieces_make_up_the_answer_and_time_the_first_token(retriever: McpRetriever) -> None:
     pieces: list[str] = []
     turn = session(retriever).ask("retry", on_token=pieces.append)
-    assert "".join(pieces).strip() == turn.answer
+    assert "".join(pieces).strip() == turn.checked.model_text
+    assert turn.answer.startswith(turn.checked.model_text)
     assert turn.first_token_ms is not None and 0 < turn.first_token_ms <= turn.total_ms
+
+
+def test_a_looping_model_is_stopped_and_what_came_before_is_kept_with_a_notice(retriever: McpRetriever) -> None:
+    runtime = FakeRuntime(answer_words=200, filler=("it", "calls", "the", "handler", "again", "and"))
+    turn = session(retriever, runtime, answer_reserve=300).ask("retry")
+    assert turn.generation.finish_reason == "stopped"
+    assert turn.generation.completion_tokens < 30
+    assert turn.checked.looped and turn.checked.usable
+    assert turn.answer.count("it calls the handler again and") == 1
+    assert "[stopped: the model began repeating itself" in turn.answer
+
+
+def test_the_answer_ends_with_the_retrieved_source_it_cites(retriever: McpRetriever) -> None:
+    turn = session(retriever).ask("parse_config settings")
+    cited = turn.checked.citations.valid[0].span.citation
+    assert turn.answer.endswith(f"Sources: {cited}")
+    assert cited in [s.citation for s in turn.sources]
+
+
+def test_when_the_model_writes_nothing_usable_the_best_snippet_is_shown_instead(retriever: McpRetriever) -> None:
+    runtime = FakeRuntime(answer_words=0)
+    runtime.silent = True
+    turn = session(retriever, runtime).ask("parse_config settings")
+    assert not turn.checked.usable
+    assert turn.answer.startswith("The model produced no usable answer (it wrote almost nothing).")
+    assert f"[{turn.sources[0].citation}]" in turn.answer
+    assert turn.answer.rstrip().endswith("```")
 
 
 def test_the_plan_is_shown_before_generation_starts(retriever: McpRetriever) -> None:
@@ -168,7 +196,9 @@ def test_an_empty_question_is_refused() -> None:
 def test_the_ask_report_has_exactly_the_documented_shape(retriever: McpRetriever) -> None:
     runtime = FakeRuntime()
     report = ask_report(session(retriever, runtime).ask("parse_config"), runtime)
-    assert set(report) == {"answer", "sources", "model", "budget", "timings"}
+    assert set(report) == {"answer", "sources", "model", "budget", "timings", "checks"}
+    assert report["checks"] == {"looped": False, "usable": True, "citations": [report["answer"].split()[1]],
+                                "unknown_citations": []}
     assert set(report["sources"][0]) == {"path", "start_line", "end_line", "score"}
     assert report["model"] == {"path": "fake.gguf", "n_ctx": 2048, "trained_context": 8192, "gpu_layers": 0,
                                "cache_type": "f16"}
