@@ -68,6 +68,30 @@ def render(fmt: str, snippets: Sequence[Snippet], question: str) -> list[Message
     raise SystemExit(f"unknown format {fmt!r}: use plain, question_first, short_system or example")
 
 
+def gbnf_literal(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def cite_with_grammar(runtime: Any, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str:
+    """Continue the answer with "Sources: " and let the model pick retrieved citations under a GBNF grammar.
+
+    Uses the llama.cpp runtime's own tokenizer and context (bench-only access to its internals).
+    """
+    from llama_cpp import LlamaGrammar
+
+    choice = " | ".join(gbnf_literal(c) for c in citations)
+    grammar = LlamaGrammar.from_string(f'root ::= cite (", " cite){{0,2}}\ncite ::= {choice}\n', verbose=False)
+    llama = runtime._llama
+    prefix = answer.rstrip() + "\n\nSources: "
+    tokens = runtime._tokens(messages) + llama.tokenize(prefix.encode(), add_bos=False, special=False)
+    out: list[int] = []
+    for token in llama.generate(tokens, temp=0.0, grammar=grammar):
+        if llama.token_eos() == token or runtime._is_eog(runtime._vocab, token) or len(out) >= 60:
+            break
+        out.append(token)
+    return str(llama.detokenize(out).decode("utf-8", "replace"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=Path, default=QUESTIONS)
@@ -77,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--n-ctx", type=int, default=2048)
     parser.add_argument("--out", type=Path, default=OUT / "decode.json")
+    parser.add_argument("--grammar", action="store_true", help="also pick citations under a GBNF grammar")
     args = parser.parse_args(argv)
 
     questions = load_questions(args.questions)
@@ -105,12 +130,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                             start = time.perf_counter()
                             g = runtime.generate(messages, max_tokens=args.max_tokens, decoding=decoding)
                             check = check_citations(g.text, spans)
+                            extra: dict[str, Any] = {}
+                            if args.grammar and spans:
+                                pick_text = cite_with_grammar(runtime, messages, g.text, [x.citation for x in spans])
+                                picks = check_citations(pick_text, spans)
+                                gold = set(q.gold_files)
+                                extra = {
+                                    "grammar_pick": pick_text,
+                                    "grammar_valid": picks.cited_sources and not picks.unknown,
+                                    "grammar_gold": any(c.span.path in gold for c in picks.valid[:1]),
+                                    "rank1_gold": spans[0].path in gold,
+                                    "free_gold": any(c.span.path in gold for c in check.valid),
+                                }
                             rows.append({
                                 "id": q.id, "format": fmt, "decoding": name,
                                 "loop": has_loop(g.text), "cites": check.cited_sources,
                                 "unknown": bool(check.unknown), "contains": contains_all(g.text, q.answer_contains),
                                 "words": len(re.findall(r"\w+", g.text)), "seconds": round(time.perf_counter() - start, 2),
-                                "finish": g.finish_reason, "text": g.text,
+                                "finish": g.finish_reason, "text": g.text, **extra,
                             })
                             print(json.dumps({k: v for k, v in rows[-1].items() if k != "text"}), flush=True)
     finally:
@@ -138,6 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"| {fmt} | {name} | {n} | {s['loop']:.2f} | {s['cites']:.2f} | {s['unknown']:.2f} | "
                 f"{s['contains']:.2f} | {s['words']:.0f} | {s['seconds']:.1f} |"
             )
+    if args.grammar:
+        graded = [row for row in rows if "grammar_valid" in row]
+        n = max(len(graded), 1)
+        lines.append("")
+        lines.append(
+            f"grammar: {len(graded)} answers; pick is a retrieved citation {sum(row['grammar_valid'] for row in graded) / n:.2f}; "
+            f"first pick is a gold file {sum(row['grammar_gold'] for row in graded) / n:.2f} vs retrieval rank 1 gold "
+            f"{sum(row['rank1_gold'] for row in graded) / n:.2f}; "
+            f"free text cites a gold file {sum(row['free_gold'] for row in graded) / n:.2f}"
+        )
     text = "\n".join(lines)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({

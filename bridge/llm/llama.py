@@ -6,6 +6,7 @@ prompt that would overflow n_ctx raises BudgetError here, before llama.cpp's gen
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import time
 from collections.abc import Sequence
@@ -36,6 +37,34 @@ from bridge.llm.tokens import LlamaTokenCounter
 __all__ = ["LlamaCppRuntime"]
 
 
+def _import_llama_cpp() -> Any:
+    """Import llama_cpp, and close the two /dev/null files it opens at import when Python exits.
+
+    llama_cpp._utils keeps them open for the life of the process (to silence llama.cpp while a
+    model loads) and never closes them, so every process that imported it ended with two
+    `ResourceWarning: unclosed file /dev/null`. They are only used while a model loads, never
+    after exit handlers run.
+    """
+    import llama_cpp
+    from llama_cpp import _utils
+
+    global _devnull_registered
+    if not _devnull_registered:
+        atexit.register(_close_devnull, _utils)
+        _devnull_registered = True
+    return llama_cpp
+
+
+def _close_devnull(utils: Any) -> None:
+    for name in ("outnull_file", "errnull_file"):
+        handle = getattr(utils, name, None)
+        if handle is not None and not handle.closed:
+            handle.close()
+
+
+_devnull_registered = False
+
+
 class LlamaCppRuntime:
     """llama-cpp-python in process; any GGUF by path, the bundled SmolLM2 by default."""
 
@@ -58,7 +87,7 @@ class LlamaCppRuntime:
             raise ModelError(f"unknown KV cache type {cache_type!r}: use one of {', '.join(CACHE_GGML_TYPE)}")
         self.n_ctx = choose_n_ctx(self.facts, n_ctx, kv_budget_bytes, cache_type)
         try:
-            import llama_cpp
+            llama_cpp = _import_llama_cpp()
         except ImportError as exc:
             raise RuntimeUnavailable(
                 "llama-cpp-python is not installed: pip install llama-cpp-python, or pass --llm-url URL"
