@@ -65,7 +65,13 @@ def render(fmt: str, snippets: Sequence[Snippet], question: str) -> list[Message
             f"then cite it like this: (see {first})."
         )
         return [Message("system", system_prompt()), Message("user", body + tail)]
-    raise SystemExit(f"unknown format {fmt!r}: use plain, question_first, short_system or example")
+    if fmt == "cite_first":  # ask for the citation first: copying a snippet header is easy for a small model
+        tail = (
+            f"Question: {question}\nStart your answer with the path:start-end of the snippet that answers the "
+            f"question, then explain it in two or three sentences."
+        )
+        return [Message("system", system_prompt()), Message("user", body + tail)]
+    raise SystemExit(f"unknown format {fmt!r}: use plain, question_first, short_system, example or cite_first")
 
 
 def gbnf_literal(text: str) -> str:

@@ -172,7 +172,8 @@ def finish_answer(model_text: str, sources: Sequence[Span], *, looped: bool, bes
         parts.append("Not among the retrieved sources: " + ", ".join(_unique([c.text for c in check.unknown])))
     relied = _unique([s.citation for c in check.valid for s in sources if _matches(c.span, s)])
     if relied:
-        parts.append("Sources: " + ", ".join(relied))
+        if not text.splitlines()[-1].startswith("Sources: "):  # else the model already ended with them
+            parts.append("Sources: " + ", ".join(relied))
     elif sources:
         parts.append("Sources (retrieved; the answer cites none): " + ", ".join(s.citation for s in sources[:3]))
     return Answer("\n\n".join(parts), text, looped, True, check)

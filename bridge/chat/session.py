@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.chat.answers import Answer, LoopGuard, Span, finish_answer
+from bridge.chat.answers import MIN_WORDS, Answer, LoopGuard, Span, check_citations, finish_answer
 from bridge.chat.budget import Plan, Snippet, check_fixed, kv_limit, plan_prompt
 from bridge.chat.prompt import build_messages, render_question, system_prompt
 from bridge.chat.retrieval import Retrieval, Retriever
@@ -133,6 +133,16 @@ class ChatSession:
             overhead=self.runtime.template_overhead(),
         )
 
+    def _pick_sources(self, messages: Sequence[Message], text: str, spans: Sequence[Span]) -> str | None:
+        """When the model's text cites no retrieved source, let it pick its sources under a grammar.
+
+        Small models rarely cite unprompted (bench/RESULTS.md); a grammar limited to the retrieved
+        citations makes whatever it picks valid. Skipped for a reply too short to be an answer.
+        """
+        if not spans or len(text.split()) < MIN_WORDS or check_citations(text, spans).valid:
+            return None
+        return self.runtime.cite(messages, text, [s.citation for s in spans])
+
     def ask(self, question: str, on_token: OnToken | None = None, on_plan: OnPlan | None = None) -> Turn:
         """Retrieve, plan and generate one answer; the turn joins the history afterwards."""
         question = question.strip()
@@ -158,8 +168,9 @@ class ChatSession:
                 on_token(piece)
 
         guard = LoopGuard()
+        messages = build_messages(plan)
         generation = self.runtime.generate(
-            build_messages(plan),
+            messages,
             max_tokens=plan.answer_reserve,
             decoding=self.decoding,
             on_token=token,
@@ -169,7 +180,11 @@ class ChatSession:
         looped = guard.cut is not None
         spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
         best = plan.snippets[0].text if plan.snippets else None
-        checked = finish_answer(guard.kept() if looped else generation.text, spans, looped=looped, best=best)
+        text = guard.kept() if looped else generation.text
+        picked = self._pick_sources(messages, text, spans)
+        if picked:
+            text = f"{text.rstrip()}\n\nSources: {picked}"
+        checked = finish_answer(text, spans, looped=looped, best=best)
         # An unusable reply stays out of the history: the model would copy it, or the snippet shown instead.
         remembered = checked.text if checked.usable else "I could not answer that from the retrieved code."
         self.history += [Message("user", question), Message("assistant", remembered)]

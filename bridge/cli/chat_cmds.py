@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import typing
 from collections.abc import Callable, Iterator
@@ -185,8 +186,9 @@ def _finish(turn: Any) -> None:
     if not checked.usable:
         sys.stdout.write("\n\n" + checked.text + "\n")
         return
-    tail = checked.text[len(checked.model_text) :]
-    sys.stdout.write(tail + "\n")
+    streamed = turn.generation.text.strip()
+    shared = os.path.commonprefix([checked.text, streamed])
+    sys.stdout.write(checked.text[len(shared) :] + "\n")
 
 
 def _gpu_text(runtime: Any) -> str:

@@ -27,6 +27,7 @@ from bridge.llm.runtime import (
     StopWhen,
     TemplateOverhead,
     check_fits,
+    citation_grammar,
     filler_text,
     measure_overhead,
     resolve_gpu_layers,
@@ -253,6 +254,27 @@ class LlamaCppRuntime:
             total_ms=(end - start) * 1000,
             finish_reason=finish,
         )
+
+    def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        if not citations:
+            return None
+        from llama_cpp import LlamaGrammar
+
+        llama = self._llama
+        grammar = LlamaGrammar.from_string(citation_grammar(citations), verbose=False)
+        prefix = answer.rstrip() + "\n\nSources: "
+        tokens = self._tokens(messages) + llama.tokenize(prefix.encode("utf-8"), add_bos=False, special=False)
+        longest = max(len(llama.tokenize(c.encode("utf-8"), add_bos=False)) for c in citations)
+        if len(tokens) + 3 * (longest + 2) > self.n_ctx:
+            return None  # no room left in the context for the line
+        self._reuse_prefix(tokens)  # the prompt and answer are usually still in the KV cache
+        picked: list[int] = []
+        for token in llama.generate(tokens, temp=0.0, grammar=grammar):
+            if self._is_eog(self._vocab, token) or len(picked) >= 3 * (longest + 2):
+                break
+            picked.append(token)
+        text = llama.detokenize(picked).decode("utf-8", "replace").strip().rstrip(",").strip()
+        return text or None
 
     def filler_tokens(self, n_tokens: int) -> list[int]:
         lines = n_tokens // 8 + 1

@@ -229,6 +229,9 @@ class OpenAICompatRuntime:
         end = time.perf_counter()
         return _generation(state, start, first, end)
 
+    def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        return None  # an OpenAI-compatible API has no portable way to constrain generation by a grammar
+
     def measure_prefill(self, n_tokens: int) -> float:
         if not 1 <= n_tokens < self.n_ctx:
             raise BudgetError(

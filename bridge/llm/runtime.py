@@ -27,6 +27,7 @@ __all__ = [
     "StopWhen",
     "TemplateOverhead",
     "check_fits",
+    "citation_grammar",
     "decoding_for",
     "filler_text",
     "measure_overhead",
@@ -87,6 +88,12 @@ SMALL_MODEL = Decoding(repeat_penalty=1.1)
 _SMALL_MARKERS = ("smollm", "135m", "360m", "0.5b", "500m")
 
 
+def citation_grammar(citations: Sequence[str], most: int = 3) -> str:
+    """GBNF: one to `most` of the given citations, comma-separated, nothing else."""
+    choice = " | ".join('"' + c.replace("\\", "\\\\").replace('"', '\\"') + '"' for c in citations)
+    return f'root ::= cite (", " cite){{0,{most - 1}}}\ncite ::= {choice}\n'
+
+
 def decoding_for(model: str) -> Decoding:
     """Decoding for a model by its file or server name: the small-model settings for tiny families."""
     name = model.lower()
@@ -144,6 +151,11 @@ class Runtime(Protocol):
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
     ) -> Generation: ...
+
+    def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        """The model's own choice among `citations` for a "Sources: " line after `answer`, constrained by a
+        grammar to those exact strings; None when this backend cannot constrain generation."""
+        ...
 
     def measure_prefill(self, n_tokens: int) -> float: ...
 

@@ -277,3 +277,22 @@ def test_a_remote_model_of_unknown_shape_reports_no_kv_bytes(retriever: McpRetri
     assert chat.kv_bytes_per_token == 0
     assert (turn.plan.kv_bytes, turn.plan.kv_budget_bytes) == (0, None)
 
+
+
+def test_a_model_that_cites_nothing_picks_its_sources_under_a_grammar(retriever: McpRetriever) -> None:
+    runtime = FakeRuntime()
+    runtime.silent_citation = True
+    turn = session(retriever, runtime).ask("parse_config settings")
+    offered = [s.citation for s in turn.sources]
+    assert runtime.cited == [tuple(offered)]
+    assert turn.answer.endswith(f"Sources: {offered[-1]}")
+    assert [c.span.citation for c in turn.checked.citations.valid] == [offered[-1]]
+
+
+def test_without_a_grammar_the_answer_says_it_cites_none_of_the_retrieved_sources(retriever: McpRetriever) -> None:
+    runtime = FakeRuntime()
+    runtime.silent_citation = True
+    runtime.can_cite = False
+    turn = session(retriever, runtime).ask("parse_config settings")
+    assert "Sources (retrieved; the answer cites none): " in turn.answer
+    assert not turn.checked.citations.valid

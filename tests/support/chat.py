@@ -80,6 +80,9 @@ class FakeRuntime:
     ) -> None:
         self.facts = FAKE_FACTS
         self.silent = False  # True: answer with nothing at all
+        self.silent_citation = False  # True: answer without citing
+        self.can_cite = True  # cite() picks the last citation offered (False: a backend without grammars)
+        self.cited: list[tuple[str, ...]] = []
         self.filler = list(filler)  # words cycled after the citation; none: w0 w1 w2 ... (never a loop)
         self.n_ctx = n_ctx
         self.answer_words = answer_words
@@ -116,7 +119,10 @@ class FakeRuntime:
         check_fits(prompt, max_tokens, self.n_ctx)
         self.calls.append((tuple(messages), max_tokens))
         cited = CITATION.findall(messages[-1].content)
-        base = f"See {cited[0]} for it." if cited else "I could not find it in the retrieved code."
+        if cited and not self.silent_citation:
+            base = f"See {cited[0]} for it."
+        else:
+            base = "It reads the settings file." if cited else "I could not find it in the retrieved code."
         filler = [self.filler[i % len(self.filler)] if self.filler else f"w{i}" for i in range(self.answer_words)]
         words = [] if self.silent else [*base.split(), *filler][:max_tokens]
         said: list[str] = []
@@ -133,6 +139,10 @@ class FakeRuntime:
             prefill_ms=10.0, prefill_tokens_per_s=prompt / 0.01, decode_tokens_per_s=100.0, total_ms=20.0,
             finish_reason=finish,
         )
+
+    def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        self.cited.append(tuple(citations))
+        return citations[-1] if citations and self.can_cite else None
 
     def measure_prefill(self, n_tokens: int) -> float:
         return n_tokens / 100
