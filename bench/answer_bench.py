@@ -19,6 +19,7 @@ Arms, on the same runtime (the bundled SmolLM2 by default, or --llm-url):
   question's prefill plus decoding, which favours this arm.
 
 Per arm: loop rate (the model's text had a word 6-gram three times, i.e. the loop guard fired),
+free-text citation rate and citation rate with the grammar-picked Sources line (see bridge.chat.session),
 loop rate of the shown answer, citation rate (the model's own text cites a source it was given as
 path:start-end), unknown-citation rate, answer_contains rate (every listed string appears,
 case-insensitive), gold-in-context rate, usable rate, median and total seconds. Writes
@@ -39,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.paths import OUT, REPO, bench_home
-from bridge.chat.answers import LoopGuard, Span, finish_answer, has_loop
+from bridge.chat.answers import LoopGuard, Span, check_citations, finish_answer, has_loop
 from bridge.chat.prompt import render_question, render_snippet, system_prompt
-from bridge.chat.session import ChatSession, open_runtime
+from bridge.chat.session import ChatSession, open_runtime, pick_sources
 from bridge.chat.settings import Settings, load_settings
 from bridge.llm.runtime import Message, Runtime, decoding_for
 
@@ -65,7 +66,9 @@ class Scored:
     model_text: str
     looped: bool
     shown_loop: bool
-    cites_source: bool
+    cites_source: bool  # the model's text, with the grammar-picked Sources line when there is one
+    free_cites: bool  # the model's free text alone, before any grammar-picked line
+    grammar_pick: bool  # a Sources line was picked under the grammar
     unknown_citations: int
     contains: bool
     gold_in_context: bool
@@ -182,7 +185,7 @@ def gold_hit(spans: Sequence[Span], gold: Sequence[str]) -> bool:
 
 
 def score(
-    q: Question, arm: str, answer: Any, spans: Sequence[Span], generation: Any, seconds: float
+    q: Question, arm: str, answer: Any, spans: Sequence[Span], generation: Any, seconds: float, picked: bool
 ) -> Scored:
     return Scored(
         id=q.id,
@@ -192,6 +195,8 @@ def score(
         looped=answer.looped or has_loop(answer.model_text),
         shown_loop=has_loop(answer.text),
         cites_source=answer.citations.cited_sources,
+        free_cites=check_citations(generation.text, spans).cited_sources,
+        grammar_pick=picked,
         unknown_citations=len(answer.citations.unknown),
         contains=contains_all(answer.model_text, q.answer_contains),
         gold_in_context=gold_hit(spans, q.gold_files),
@@ -208,7 +213,8 @@ def ask_retrieval(session: ChatSession, q: Question) -> Scored:
     start = time.perf_counter()
     turn = session.ask(q.query)
     spans = [Span(s.path, s.start_line, s.end_line) for s in turn.sources]
-    return score(q, "retrieval", turn.checked, spans, turn.generation, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return score(q, "retrieval", turn.checked, spans, turn.generation, seconds, turn.picked is not None)
 
 
 def ask_full(runtime: Runtime, settings: Settings, context: tuple[str, tuple[Span, ...]], q: Question) -> Scored:
@@ -219,9 +225,14 @@ def ask_full(runtime: Runtime, settings: Settings, context: tuple[str, tuple[Spa
     generation = runtime.generate(
         messages, max_tokens=settings.answer_reserve, decoding=decoding_for(runtime.info.model), stop_when=guard.feed
     )
+    looped = guard.cut is not None
+    kept = guard.kept() if looped else generation.text
+    picked = pick_sources(runtime, messages, kept, spans)
+    if picked:
+        kept = f"{kept.rstrip()}\n\nSources: {picked}"
     seconds = time.perf_counter() - start
-    answer = finish_answer(guard.kept(), spans, looped=guard.cut is not None, best=None)
-    return score(q, "full", answer, spans, generation, seconds)
+    answer = finish_answer(kept, spans, looped=looped, best=None)
+    return score(q, "full", answer, spans, generation, seconds, picked is not None)
 
 
 def room_for_context(runtime: Runtime, settings: Settings, questions: Sequence[Question]) -> int:
@@ -246,6 +257,8 @@ def summary(rows: Sequence[Scored]) -> dict[str, Any]:
         "loop_rate": rate("looped"),
         "shown_loop_rate": rate("shown_loop"),
         "citation_rate": rate("cites_source"),
+        "free_citation_rate": rate("free_cites"),
+        "grammar_rate": rate("grammar_pick"),
         "unknown_citation_rate": round(sum(r.unknown_citations > 0 for r in rows) / n, 3) if n else 0.0,
         "answer_contains_rate": rate("contains"),
         "gold_in_context_rate": rate("gold_in_context"),
@@ -261,7 +274,9 @@ def table(summaries: dict[str, dict[str, Any]]) -> str:
         ("questions", "questions"),
         ("loop_rate", "loop rate (guard fired)"),
         ("shown_loop_rate", "loop rate of the shown answer"),
-        ("citation_rate", "cites a given source as path:start-end"),
+        ("free_citation_rate", "free text cites a given source as path:start-end"),
+        ("citation_rate", "cites a given source (free text or grammar-picked Sources line)"),
+        ("grammar_rate", "Sources line picked under the grammar"),
         ("unknown_citation_rate", "cites something not given"),
         ("answer_contains_rate", "answer_contains rate"),
         ("gold_in_context_rate", "gold file in the prompt"),

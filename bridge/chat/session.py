@@ -22,7 +22,7 @@ from bridge.llm.gguf import ModelFacts, choose_n_ctx, kv_bytes_per_token, read_g
 from bridge.llm.runtime import Decoding, Generation, Message, OnToken, Runtime, decoding_for
 from index.search import MAX_QUERY_BYTES
 
-__all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime"]
+__all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime", "pick_sources"]
 
 OnPlan = Callable[[Plan], None]
 
@@ -51,6 +51,18 @@ class Turn:
     first_token_ms: float | None  # from the start of the turn
     total_ms: float
     checked: Answer  # the model's text checked for loops and citations; `answer` is checked.text
+    picked: str | None = None  # the Sources line the model picked under a grammar, when it cited nothing
+
+
+def pick_sources(runtime: Runtime, messages: Sequence[Message], text: str, spans: Sequence[Span]) -> str | None:
+    """When the model's text cites no retrieved source, let it pick its sources under a grammar.
+
+    Small models rarely cite unprompted (bench/RESULTS.md); a grammar limited to the retrieved
+    citations makes whatever it picks valid. Skipped for a reply too short to be an answer.
+    """
+    if not spans or len(text.split()) < MIN_WORDS or check_citations(text, spans).valid:
+        return None
+    return runtime.cite(messages, text, [s.citation for s in spans])
 
 
 # --- the model -----------------------------------------------------------------------------
@@ -124,7 +136,7 @@ class ChatSession:
             answer_reserve=s.answer_reserve,
             kv_bytes_per_token=self.kv_bytes_per_token,
             system=self._system,
-            question=render_question(question),
+            question=render_question(question, *(snippets[0].citation,) if snippets else ()),
             count=self.runtime.count_tokens,
             history=self.history,
             snippets=snippets,
@@ -132,16 +144,6 @@ class ChatSession:
             kv_budget_bytes=s.kv_budget,
             overhead=self.runtime.template_overhead(),
         )
-
-    def _pick_sources(self, messages: Sequence[Message], text: str, spans: Sequence[Span]) -> str | None:
-        """When the model's text cites no retrieved source, let it pick its sources under a grammar.
-
-        Small models rarely cite unprompted (bench/RESULTS.md); a grammar limited to the retrieved
-        citations makes whatever it picks valid. Skipped for a reply too short to be an answer.
-        """
-        if not spans or len(text.split()) < MIN_WORDS or check_citations(text, spans).valid:
-            return None
-        return self.runtime.cite(messages, text, [s.citation for s in spans])
 
     def ask(self, question: str, on_token: OnToken | None = None, on_plan: OnPlan | None = None) -> Turn:
         """Retrieve, plan and generate one answer; the turn joins the history afterwards."""
@@ -181,7 +183,7 @@ class ChatSession:
         spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
         best = plan.snippets[0].text if plan.snippets else None
         text = guard.kept() if looped else generation.text
-        picked = self._pick_sources(messages, text, spans)
+        picked = pick_sources(self.runtime, messages, text, spans)
         if picked:
             text = f"{text.rstrip()}\n\nSources: {picked}"
         checked = finish_answer(text, spans, looped=looped, best=best)
@@ -199,6 +201,7 @@ class ChatSession:
             first_token_ms=(first[0] - start) * 1000 if first else None,
             total_ms=(end - start) * 1000,
             checked=checked,
+            picked=picked,
         )
         self.last = turn
         return turn

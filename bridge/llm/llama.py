@@ -273,8 +273,10 @@ class LlamaCppRuntime:
             if self._is_eog(self._vocab, token) or len(picked) >= 3 * (longest + 2):
                 break
             picked.append(token)
-        text = llama.detokenize(picked).decode("utf-8", "replace").strip().rstrip(",").strip()
-        return text or None
+        text = llama.detokenize(picked).decode("utf-8", "replace")
+        # A small model tends to pick the same citation again; keep each once, in its order.
+        unique = dict.fromkeys(part.strip() for part in text.split(",") if part.strip())
+        return ", ".join(unique) or None
 
     def filler_tokens(self, n_tokens: int) -> list[int]:
         lines = n_tokens // 8 + 1

@@ -71,7 +71,8 @@ def test_the_prompt_is_system_then_history_then_snippets_then_question(retriever
     assert messages[1].content == "how does start_server get its settings"
     assert messages[2].content == first.answer
     last = messages[3].content
-    assert last.startswith("[") and last.rstrip().endswith("cite them as path:start-end.")
+    first_citation = last[1 : last.index("]")]
+    assert last.startswith("[") and last.rstrip().endswith(f"cite the snippet you used like this: (see {first_citation}).")
     assert last.index("```") < last.index("Question: and what does parse_config return")
 
 
