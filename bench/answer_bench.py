@@ -306,6 +306,42 @@ def by_repo(rows: Sequence[Scored], questions: Sequence[Question]) -> dict[str, 
 # --- main --------------------------------------------------------------------------------------
 
 
+def log_row(out: Path, row: Scored) -> None:
+    """One JSON line per answer as it comes, so a long run that is stopped still leaves its rows."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.with_suffix(".rows.jsonl").open("a") as f:
+        f.write(json.dumps(asdict(row)) + "\n")
+    print(f"{row.id} {row.arm}: loop {row.looped}, cites {row.cites_source} (free {row.free_cites}), "
+          f"contains {row.contains}, {row.seconds} s", flush=True)
+
+
+def write_report(out: Path, report: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    text = table(report["summary"])
+    answers = "\n".join(f"### {r['id']} ({r['arm']})\n\n{r['answer']}\n" for r in report["rows"])
+    out.with_suffix(".md").write_text(text + "\n" + answers)
+    print(text)
+
+
+def merge(paths: Sequence[Path], out: Path) -> int:
+    """One report from runs of separate arms (e.g. `--arms retrieval` and `--arms full` run side by side)."""
+    reports = [json.loads(p.read_text()) for p in paths]
+    rows = [Scored(**r) for rep in reports for r in rep["rows"]]
+    questions = load_questions(QUESTIONS) + load_questions(REPO / "bench" / "answer_heldout.jsonl")
+    arms = list(dict.fromkeys(r.arm for r in rows))
+    merged = dict(reports[0])
+    merged.update(
+        command=" + ".join(rep["command"] for rep in reports),
+        summary={arm: summary([r for r in rows if r.arm == arm]) for arm in arms},
+        by_repo=by_repo(rows, [q for q in questions if q.id in {r.id for r in rows}]),
+        wall_s=max(rep["wall_s"] for rep in reports),
+        rows=[asdict(r) for r in rows],
+    )
+    write_report(out, merged)
+    return 0
+
+
 def repos_in_order(questions: Sequence[Question]) -> Iterator[str]:
     yield from dict.fromkeys(q.repo for q in questions)
 
@@ -324,7 +360,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="first N questions only")
     parser.add_argument("--ids", default="", help="comma-separated question ids only")
     parser.add_argument("--out", type=Path, default=OUT / "answers")
+    parser.add_argument(
+        "--merge", type=Path, nargs="+", default=None,
+        help="only combine the .json reports of runs of separate arms into OUT.json/.md (no model runs)",
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
 
     questions = load_questions(args.questions)
     if args.ids:
@@ -358,12 +400,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     session = ChatSession(runtime, retriever, settings)
                     for q in asked:
                         rows.append(ask_retrieval(session, q))
-                        print(json.dumps(asdict(rows[-1]))[:300], flush=True)
+                        log_row(args.out, rows[-1])
             if "full" in arms:
                 context = full_context(runtime, repo_files(index_dir), room_for_context(runtime, settings, asked))
                 for q in asked:
                     rows.append(ask_full(runtime, settings, context, q))
-                    print(json.dumps(asdict(rows[-1]))[:300], flush=True)
+                    log_row(args.out, rows[-1])
     finally:
         runtime.close()
     summaries = {arm: summary([r for r in rows if r.arm == arm]) for arm in arms}
@@ -378,12 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_s": round(time.perf_counter() - started, 1),
         "rows": [asdict(r) for r in rows],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    text = table(summaries)
-    answers = "\n".join(f"### {r.id} ({r.arm})\n\n{r.answer}\n" for r in rows)
-    args.out.with_suffix(".md").write_text(text + "\n" + answers)
-    print(text)
+    write_report(args.out, report)
     if skipped:
         print(f"skipped {len(skipped)} question(s) whose repository was not given: {', '.join(skipped)}")
     return 0
