@@ -324,13 +324,22 @@ def write_report(out: Path, report: dict[str, Any]) -> None:
     print(text)
 
 
+def _load_run(path: Path) -> dict[str, Any]:
+    """A report (.json), or the rows a stopped run logged (.rows.jsonl)."""
+    if path.name.endswith(".rows.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return {"command": f"(rows of {path.name})", "rows": rows, "wall_s": sum(r["seconds"] for r in rows)}
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
 def merge(paths: Sequence[Path], out: Path) -> int:
     """One report from runs of separate arms (e.g. `--arms retrieval` and `--arms full` run side by side)."""
-    reports = [json.loads(p.read_text()) for p in paths]
+    reports = [_load_run(p) for p in paths]
     rows = [Scored(**r) for rep in reports for r in rep["rows"]]
     questions = load_questions(QUESTIONS) + load_questions(REPO / "bench" / "answer_heldout.jsonl")
     arms = list(dict.fromkeys(r.arm for r in rows))
-    merged = dict(reports[0])
+    merged = dict(next((rep for rep in reports if "summary" in rep), reports[0]))
     merged.update(
         command=" + ".join(rep["command"] for rep in reports),
         summary={arm: summary([r for r in rows if r.arm == arm]) for arm in arms},
