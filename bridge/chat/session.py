@@ -178,7 +178,6 @@ class ChatSession:
             on_token=token,
             stop_when=guard.feed,
         )
-        end = time.perf_counter()
         looped = guard.cut is not None
         spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
         best = plan.snippets[0].text if plan.snippets else None
@@ -187,6 +186,7 @@ class ChatSession:
         if picked:
             text = f"{text.rstrip()}\n\nSources: {picked}"
         checked = finish_answer(text, spans, looped=looped, best=best)
+        end = time.perf_counter()  # the grammar-picked Sources line is part of the answer's time
         # An unusable reply stays out of the history: the model would copy it, or the snippet shown instead.
         remembered = checked.text if checked.usable else "I could not answer that from the retrieved code."
         self.history += [Message("user", question), Message("assistant", remembered)]
