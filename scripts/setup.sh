@@ -6,12 +6,69 @@
 #  - llama-cpp-python ships only as an sdist. Its default build is tuned to the build machine's
 #    CPU (GGML_NATIVE=ON); on CPUs with AMX that build crashed in ggml's AMX matmul inside VMs,
 #    so we build a portable wheel once (GGML_NATIVE=OFF keeps AVX2/FMA/F16C) and cache it.
+#
+# Which llama.cpp back end is built (`bash scripts/setup.sh --print-backend` shows it) (one cached wheel per back end and set of CMake arguments):
+#  - BRIDGE_LLAMA_CMAKE_ARGS set: exactly those CMake arguments, e.g. "-DGGML_METAL=on" (macOS) or
+#    "-DGGML_VULKAN=on" (needs the Vulkan SDK).
+#  - otherwise, CUDA when a CUDA toolkit (nvcc on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin)
+#    and a GPU (nvidia-smi) are both present, built for that GPU's architecture only. A toolkit
+#    without a GPU (a CI image, a build container) keeps the CPU build: a CUDA wheel cannot even be
+#    imported without the driver. BRIDGE_LLAMA_CUDA=1 builds CUDA whenever nvcc is found (for all
+#    of llama.cpp's default architectures when no GPU is visible); BRIDGE_LLAMA_CUDA=0 never does.
+#  - otherwise the portable CPU build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python=${PYTHON:-python3}
 llama_version=0.3.36
-wheels=${BRIDGE_WHEELS:-$HOME/.cache/mcp-retrieval-bridge/wheels/llama-portable}
+wheel_root=${BRIDGE_WHEELS:-$HOME/.cache/mcp-retrieval-bridge/wheels}
+
+find_nvcc() {
+  local candidate
+  for candidate in "$(command -v nvcc 2>/dev/null || true)" "${CUDA_HOME:-}/bin/nvcc" /usr/local/cuda/bin/nvcc; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ]; then echo "$candidate"; return 0; fi
+  done
+  return 1
+}
+
+# The first GPU's compute capability as CMake wants it ("9.0" -> "90"); empty without a visible GPU.
+cuda_arch() {
+  command -v nvidia-smi >/dev/null 2>&1 || return 0
+  local cap
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .\r' || true)
+  case $cap in ''|*[!0-9]*) ;; *) echo "$cap" ;; esac
+}
+
+cuda=${BRIDGE_LLAMA_CUDA:-auto}
+case $cuda in auto|0|1) ;; *) echo "error: BRIDGE_LLAMA_CUDA=$cuda: use auto, 0 or 1" >&2; exit 2 ;; esac
+nvcc=$(find_nvcc || true)
+arch=$(cuda_arch)
+if [ -n "${BRIDGE_LLAMA_CMAKE_ARGS:-}" ]; then
+  cmake_args=$BRIDGE_LLAMA_CMAKE_ARGS
+  backend=custom-$(printf '%s' "$cmake_args" | cksum | cut -d' ' -f1)
+elif [ -n "$nvcc" ] && { [ "$cuda" = 1 ] || { [ "$cuda" = auto ] && [ -n "$arch" ]; }; }; then
+  cmake_args="-DGGML_NATIVE=OFF -DGGML_CUDA=on -DCMAKE_CUDA_COMPILER=$nvcc"
+  backend=cuda
+  if [ -n "$arch" ]; then
+    cmake_args="$cmake_args -DCMAKE_CUDA_ARCHITECTURES=$arch"
+    backend=cuda-sm$arch
+  fi
+else
+  if [ "$cuda" = 1 ]; then
+    echo "error: BRIDGE_LLAMA_CUDA=1 but no nvcc found: install the CUDA toolkit or set CUDA_HOME" >&2
+    exit 1
+  fi
+  if [ -n "$nvcc" ] && [ "$cuda" = auto ]; then
+    echo "note: CUDA toolkit at $nvcc but no GPU visible (nvidia-smi): CPU build (BRIDGE_LLAMA_CUDA=1 forces CUDA)" >&2
+  fi
+  cmake_args="-DGGML_NATIVE=OFF"
+  backend=portable
+fi
+wheels=$wheel_root/llama-$backend
+if [ "${1:-}" = "--print-backend" ]; then  # which build this machine gets, without building anything
+  echo "$backend $cmake_args"
+  exit 0
+fi
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip() { .venv/bin/python -m pip "$@"; }
@@ -19,15 +76,21 @@ pip() { .venv/bin/python -m pip "$@"; }
 pip install -q --disable-pip-version-check torch==2.13.0
 
 if ! ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl >/dev/null 2>&1; then
-  echo "building llama-cpp-python $llama_version (portable; about 10-15 minutes, once)" >&2
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" pip wheel -q --disable-pip-version-check \
-    --no-deps --no-cache-dir -w "$wheels" "llama-cpp-python==$llama_version"
+  echo "building llama-cpp-python $llama_version ($backend: $cmake_args; about 10-15 minutes on 2 cores, once)" >&2
+  jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+  if ! CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" pip wheel -q --disable-pip-version-check \
+    --no-deps --no-cache-dir -w "$wheels" "llama-cpp-python==$llama_version"; then
+    echo "error: building llama-cpp-python ($backend) failed; for the CPU build run BRIDGE_LLAMA_CUDA=0 bash scripts/setup.sh, or set BRIDGE_LLAMA_CMAKE_ARGS" >&2
+    exit 1
+  fi
 fi
-stamp=.venv/.llama-portable-$llama_version
+stamp=.venv/.llama-$backend-$llama_version
 if [ ! -f "$stamp" ]; then
   pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheels"/llama_cpp_python-"$llama_version"-*.whl
+  rm -f .venv/.llama-*-"$llama_version"
   touch "$stamp"
 fi
 
 pip install -q --disable-pip-version-check -e ".[test]"
+echo "llama.cpp back end: $backend" >&2
 echo "ready: .venv/bin/bridge" >&2

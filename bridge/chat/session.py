@@ -12,16 +12,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.chat.answers import MIN_WORDS, Answer, LoopGuard, Span, check_citations, finish_answer
 from bridge.chat.budget import Plan, Snippet, check_fixed, kv_limit, plan_prompt
 from bridge.chat.prompt import build_messages, render_question, system_prompt
 from bridge.chat.retrieval import Retrieval, Retriever
 from bridge.chat.settings import Settings
 from bridge.errors import ChatError, ConfigError
 from bridge.llm.gguf import ModelFacts, choose_n_ctx, kv_bytes_per_token, read_gguf
-from bridge.llm.runtime import Generation, Message, OnToken, Runtime
+from bridge.llm.runtime import Decoding, Generation, Message, OnToken, Runtime, decoding_for
 from index.search import MAX_QUERY_BYTES
 
-__all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime"]
+__all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime", "pick_sources"]
 
 OnPlan = Callable[[Plan], None]
 
@@ -49,6 +50,19 @@ class Turn:
     retrieval_ms: float
     first_token_ms: float | None  # from the start of the turn
     total_ms: float
+    checked: Answer  # the model's text checked for loops and citations; `answer` is checked.text
+    picked: str | None = None  # the Sources line the model picked under a grammar, when it cited nothing
+
+
+def pick_sources(runtime: Runtime, messages: Sequence[Message], text: str, spans: Sequence[Span]) -> str | None:
+    """When the model's text cites no retrieved source, let it pick its sources under a grammar.
+
+    Small models rarely cite unprompted (bench/RESULTS.md); a grammar limited to the retrieved
+    citations makes whatever it picks valid. Skipped for a reply too short to be an answer.
+    """
+    if not spans or len(text.split()) < MIN_WORDS or check_citations(text, spans).valid:
+        return None
+    return runtime.cite(messages, text, [s.citation for s in spans])
 
 
 # --- the model -----------------------------------------------------------------------------
@@ -101,6 +115,7 @@ class ChatSession:
         self.history: list[Message] = []
         self.last: Turn | None = None
         self._system = system_prompt()
+        self.decoding: Decoding = decoding_for(runtime.info.model)
 
     def _check_fixed(self, question: str) -> None:
         s = self.settings
@@ -121,7 +136,7 @@ class ChatSession:
             answer_reserve=s.answer_reserve,
             kv_bytes_per_token=self.kv_bytes_per_token,
             system=self._system,
-            question=render_question(question),
+            question=render_question(question, *(snippets[0].citation,) if snippets else ()),
             count=self.runtime.count_tokens,
             history=self.history,
             snippets=snippets,
@@ -154,13 +169,30 @@ class ChatSession:
             if on_token is not None:
                 on_token(piece)
 
-        generation = self.runtime.generate(build_messages(plan), max_tokens=plan.answer_reserve, on_token=token)
-        end = time.perf_counter()
-        answer = generation.text.strip()
-        self.history += [Message("user", question), Message("assistant", answer)]
+        guard = LoopGuard()
+        messages = build_messages(plan)
+        generation = self.runtime.generate(
+            messages,
+            max_tokens=plan.answer_reserve,
+            decoding=self.decoding,
+            on_token=token,
+            stop_when=guard.feed,
+        )
+        looped = guard.cut is not None
+        spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
+        best = plan.snippets[0].text if plan.snippets else None
+        text = guard.kept() if looped else generation.text
+        picked = pick_sources(self.runtime, messages, text, spans)
+        if picked:
+            text = f"{text.rstrip()}\n\nSources: {picked}"
+        checked = finish_answer(text, spans, looped=looped, best=best)
+        end = time.perf_counter()  # the grammar-picked Sources line is part of the answer's time
+        # An unusable reply stays out of the history: the model would copy it, or the snippet shown instead.
+        remembered = checked.text if checked.usable else "I could not answer that from the retrieved code."
+        self.history += [Message("user", question), Message("assistant", remembered)]
         turn = Turn(
             question=question,
-            answer=answer,
+            answer=checked.text,
             sources=tuple(Source(s.path, s.start_line, s.end_line, s.score) for s in plan.snippets),
             retrieved=len(retrieval.snippets),
             plan=plan,
@@ -168,6 +200,8 @@ class ChatSession:
             retrieval_ms=retrieval.took_ms,
             first_token_ms=(first[0] - start) * 1000 if first else None,
             total_ms=(end - start) * 1000,
+            checked=checked,
+            picked=picked,
         )
         self.last = turn
         return turn
@@ -192,6 +226,12 @@ def ask_report(turn: Turn, runtime: Runtime) -> dict[str, Any]:
             "cache_type": info.cache_type,
         },
         "budget": turn.plan.budget_dict(),
+        "checks": {
+            "looped": turn.checked.looped,
+            "usable": turn.checked.usable,
+            "citations": [c.span.citation for c in turn.checked.citations.valid],
+            "unknown_citations": [c.text for c in turn.checked.citations.unknown],
+        },
         "timings": {
             "retrieval_ms": round(turn.retrieval_ms, 3),
             "prefill_ms": round(g.prefill_ms, 3),

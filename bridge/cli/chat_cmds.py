@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import typing
 from collections.abc import Callable, Iterator
@@ -160,9 +161,43 @@ def _on_plan(show_budget: bool) -> Any:
     return show
 
 
+def _on_plan_with_gpu(show_budget: bool, runtime: Any) -> Any:
+    show = _on_plan(show_budget)
+
+    def with_gpu(plan: Any) -> None:
+        show(plan)
+        if show_budget:
+            console.print(_gpu_text(runtime), style="dim")
+
+    return with_gpu
+
+
 def _stream(piece: str) -> None:
     sys.stdout.write(piece)
     sys.stdout.flush()
+
+
+def _finish(turn: Any) -> None:
+    """After the streamed text: what the checks added (a loop stop, flagged citations, the sources relied on).
+
+    When the model wrote nothing usable, the notice and the best snippet replace its text.
+    """
+    checked = turn.checked
+    if not checked.usable:
+        sys.stdout.write("\n\n" + checked.text + "\n")
+        return
+    streamed = turn.generation.text.strip()
+    shared = os.path.commonprefix([checked.text, streamed])
+    sys.stdout.write(checked.text[len(shared) :] + "\n")
+
+
+def _gpu_text(runtime: Any) -> str:
+    info = runtime.info
+    facts = getattr(runtime, "facts", None)
+    of = f" of {facts.layers}" if facts is not None else ""
+    if info.gpu_layers is None:
+        return f"GPU: decided by the server at {info.model}"
+    return f"GPU: {info.gpu_layers}{of} layers offloaded"
 
 
 def _print_sources(turn: Any) -> None:
@@ -197,11 +232,12 @@ def ask_cmd(
     from bridge.chat.session import ask_report
 
     with _session(repo, index_dir, settings, chat=False, quiet=json_out) as session:
-        turn = session.ask(question, on_token=None if json_out else _stream, on_plan=_on_plan(show_budget))
+        on_plan = _on_plan_with_gpu(show_budget, session.runtime)
+        turn = session.ask(question, on_token=None if json_out else _stream, on_plan=on_plan)
         if json_out:
             emit_json(ask_report(turn, session.runtime))
             return
-        sys.stdout.write("\n")
+        _finish(turn)
         _print_sources(turn)
         if not show_budget:
             console.print(_plan_text(turn.plan), style="dim")
@@ -244,7 +280,7 @@ def _repl(session: Any, show_budget: bool) -> None:
             except KeyboardInterrupt:
                 console.print("\n(interrupted; this turn is not kept)")
                 continue
-            sys.stdout.write("\n")
+            _finish(turn)
             console.print(f"[dim]{len(turn.sources)} sources; {turn.total_ms / 1000:.1f} s[/]", markup=True)
 
 

@@ -6,6 +6,7 @@ prompt that would overflow n_ctx raises BudgetError here, before llama.cpp's gen
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import time
 from collections.abc import Sequence
@@ -16,13 +17,17 @@ from bridge.errors import BudgetError, ModelError, RuntimeUnavailable
 from bridge.llm.gguf import CACHE_GGML_TYPE, CacheType, ModelFacts, bundled_model_path, choose_n_ctx, read_gguf
 from bridge.llm.runtime import (
     CHATML_TEMPLATE,
+    GREEDY,
+    Decoding,
     Generation,
     GpuLayers,
     Message,
     OnToken,
     RuntimeInfo,
+    StopWhen,
     TemplateOverhead,
     check_fits,
+    citation_grammar,
     filler_text,
     measure_overhead,
     resolve_gpu_layers,
@@ -31,6 +36,34 @@ from bridge.llm.runtime import (
 from bridge.llm.tokens import LlamaTokenCounter
 
 __all__ = ["LlamaCppRuntime"]
+
+
+def _import_llama_cpp() -> Any:
+    """Import llama_cpp, and close the two /dev/null files it opens at import when Python exits.
+
+    llama_cpp._utils keeps them open for the life of the process (to silence llama.cpp while a
+    model loads) and never closes them, so every process that imported it ended with two
+    `ResourceWarning: unclosed file /dev/null`. They are only used while a model loads, never
+    after exit handlers run.
+    """
+    import llama_cpp
+    from llama_cpp import _utils
+
+    global _devnull_registered
+    if not _devnull_registered:
+        atexit.register(_close_devnull, _utils)
+        _devnull_registered = True
+    return llama_cpp
+
+
+def _close_devnull(utils: Any) -> None:
+    for name in ("outnull_file", "errnull_file"):
+        handle = getattr(utils, name, None)
+        if handle is not None and not handle.closed:
+            handle.close()
+
+
+_devnull_registered = False
 
 
 class LlamaCppRuntime:
@@ -55,7 +88,7 @@ class LlamaCppRuntime:
             raise ModelError(f"unknown KV cache type {cache_type!r}: use one of {', '.join(CACHE_GGML_TYPE)}")
         self.n_ctx = choose_n_ctx(self.facts, n_ctx, kv_budget_bytes, cache_type)
         try:
-            import llama_cpp
+            llama_cpp = _import_llama_cpp()
         except ImportError as exc:
             raise RuntimeUnavailable(
                 "llama-cpp-python is not installed: pip install llama-cpp-python, or pass --llm-url URL"
@@ -161,8 +194,9 @@ class LlamaCppRuntime:
         messages: Sequence[Message],
         *,
         max_tokens: int,
-        temperature: float = 0.0,
+        decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
+        stop_when: StopWhen | None = None,
     ) -> Generation:
         tokens = self._tokens(messages)
         check_fits(len(tokens), max_tokens, self.n_ctx)
@@ -176,7 +210,18 @@ class LlamaCppRuntime:
         completion = 0
         finish = "length"
         # generate() finds the whole prompt already evaluated and starts sampling at once.
-        for token in llama.generate(tokens, temp=temperature, top_k=40, top_p=0.95, repeat_penalty=1.1):
+        d = decoding
+        llama.set_seed(d.seed)
+        for token in llama.generate(
+            tokens,
+            temp=d.temperature,
+            top_k=d.top_k,
+            top_p=d.top_p,
+            min_p=d.min_p,
+            repeat_penalty=d.repeat_penalty,
+            frequency_penalty=d.frequency_penalty,
+            presence_penalty=d.presence_penalty,
+        ):
             if self._is_eog(self._vocab, token):
                 finish = "stop"
                 break
@@ -186,6 +231,9 @@ class LlamaCppRuntime:
                 pieces.append(piece)
                 if on_token is not None:
                     on_token(piece)
+                if stop_when is not None and stop_when(piece):
+                    finish = "stopped"
+                    break
             if completion >= max_tokens:
                 break
         tail = decoder.decode(b"", final=True)
@@ -206,6 +254,29 @@ class LlamaCppRuntime:
             total_ms=(end - start) * 1000,
             finish_reason=finish,
         )
+
+    def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        if not citations:
+            return None
+        from llama_cpp import LlamaGrammar
+
+        llama = self._llama
+        grammar = LlamaGrammar.from_string(citation_grammar(citations), verbose=False)
+        prefix = answer.rstrip() + "\n\nSources: "
+        tokens = self._tokens(messages) + llama.tokenize(prefix.encode("utf-8"), add_bos=False, special=False)
+        longest = max(len(llama.tokenize(c.encode("utf-8"), add_bos=False)) for c in citations)
+        if len(tokens) + 3 * (longest + 2) > self.n_ctx:
+            return None  # no room left in the context for the line
+        self._reuse_prefix(tokens)  # the prompt and answer are usually still in the KV cache
+        picked: list[int] = []
+        for token in llama.generate(tokens, temp=0.0, grammar=grammar):
+            if self._is_eog(self._vocab, token) or len(picked) >= 3 * (longest + 2):
+                break
+            picked.append(token)
+        text = llama.detokenize(picked).decode("utf-8", "replace")
+        # A small model tends to pick the same citation again; keep each once, in its order.
+        unique = dict.fromkeys(part.strip() for part in text.split(",") if part.strip())
+        return ", ".join(unique) or None
 
     def filler_tokens(self, n_tokens: int) -> list[int]:
         lines = n_tokens // 8 + 1

@@ -15,10 +15,13 @@ import httpx
 
 from bridge.errors import BudgetError, GenerationError, RuntimeUnavailable
 from bridge.llm.runtime import (
+    GREEDY,
+    Decoding,
     Generation,
     Message,
     OnToken,
     RuntimeInfo,
+    StopWhen,
     TemplateOverhead,
     check_fits,
     filler_text,
@@ -153,7 +156,9 @@ class OpenAICompatRuntime:
 
     # --- generation ------------------------------------------------------------------------
 
-    def _stream(self, body: dict[str, Any], on_token: OnToken | None) -> tuple[dict[str, Any], float | None]:
+    def _stream(
+        self, body: dict[str, Any], on_token: OnToken | None, stop_when: StopWhen | None = None
+    ) -> tuple[dict[str, Any], float | None]:
         """Send a streaming chat request; return the merged final state and time of the first token."""
         state: dict[str, Any] = {"pieces": [], "chunks": 0, "usage": None, "timings": None, "finish": None}
         first: float | None = None
@@ -182,6 +187,10 @@ class OpenAICompatRuntime:
                             state["chunks"] += 1
                             if on_token is not None:
                                 on_token(piece)
+                            if stop_when is not None and stop_when(piece):
+                                # Leaving the stream closes the connection; the server stops generating.
+                                state["finish"] = "stopped"
+                                return state, first
                         state["finish"] = choice.get("finish_reason") or state["finish"]
                     state["usage"] = chunk.get("usage") or state["usage"]
                     state["timings"] = chunk.get("timings") or state["timings"]
@@ -198,8 +207,9 @@ class OpenAICompatRuntime:
         messages: Sequence[Message],
         *,
         max_tokens: int,
-        temperature: float = 0.0,
+        decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
+        stop_when: StopWhen | None = None,
     ) -> Generation:
         check_fits(self.count_messages(messages), max_tokens, self.n_ctx)
         body = {
@@ -208,12 +218,19 @@ class OpenAICompatRuntime:
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_tokens": max_tokens,
-            "temperature": temperature,
+            "temperature": decoding.temperature,
+            "top_p": decoding.top_p,
+            "frequency_penalty": decoding.frequency_penalty,
+            "presence_penalty": decoding.presence_penalty,
+            "seed": decoding.seed,
         }
         start = time.perf_counter()
-        state, first = self._stream(body, on_token)
+        state, first = self._stream(body, on_token, stop_when)
         end = time.perf_counter()
         return _generation(state, start, first, end)
+
+    def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        return None  # an OpenAI-compatible API has no portable way to constrain generation by a grammar
 
     def measure_prefill(self, n_tokens: int) -> float:
         if not 1 <= n_tokens < self.n_ctx:
@@ -272,5 +289,5 @@ def _generation(state: dict[str, Any], start: float, first: float | None, end: f
         prefill_tokens_per_s=prefill_rate,
         decode_tokens_per_s=decode_rate,
         total_ms=(end - start) * 1000,
-        finish_reason="length" if state["finish"] == "length" else "stop",
+        finish_reason=state["finish"] if state["finish"] in ("length", "stopped") else "stop",
     )

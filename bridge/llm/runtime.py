@@ -15,6 +15,8 @@ from bridge.errors import BudgetError
 
 __all__ = [
     "CHATML_TEMPLATE",
+    "GREEDY",
+    "Decoding",
     "Generation",
     "GpuLayers",
     "Message",
@@ -22,8 +24,11 @@ __all__ = [
     "Role",
     "Runtime",
     "RuntimeInfo",
+    "StopWhen",
     "TemplateOverhead",
     "check_fits",
+    "citation_grammar",
+    "decoding_for",
     "filler_text",
     "measure_overhead",
     "resolve_gpu_layers",
@@ -55,6 +60,46 @@ class TemplateOverhead:
 
 GpuLayers = int | Literal["auto"]
 OnToken = Callable[[str], None]
+# Given each decoded piece; True ends the generation there (finish_reason "stopped").
+StopWhen = Callable[[str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """Sampling settings. temperature 0 is greedy (the other samplers then change nothing).
+
+    repeat_penalty is llama.cpp's (1.0 = off); frequency/presence penalties are OpenAI's (0 = off).
+    An OpenAI-compatible server gets temperature, top_p, the two OpenAI penalties and seed.
+    """
+
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    seed: int = 0
+
+
+GREEDY = Decoding()
+# Chosen by measurement (bench/decode_bench.py, bench/RESULTS.md).
+# SmolLM2-135M on 11 stdlib questions: greedy looped on 6 of 6; temperature 0.3 with min_p 0.1 and
+# repeat_penalty 1.1 never looped and cited most often. Larger models are left greedy (not measured here).
+SMALL_MODEL = Decoding(temperature=0.3, top_p=1.0, min_p=0.1, repeat_penalty=1.1)
+_SMALL_MARKERS = ("smollm", "135m", "360m", "0.5b", "500m")
+
+
+def citation_grammar(citations: Sequence[str], most: int = 3) -> str:
+    """GBNF: one to `most` of the given citations, comma-separated, nothing else."""
+    choice = " | ".join('"' + c.replace("\\", "\\\\").replace('"', '\\"') + '"' for c in citations)
+    return f'root ::= cite (", " cite){{0,{most - 1}}}\ncite ::= {choice}\n'
+
+
+def decoding_for(model: str) -> Decoding:
+    """Decoding for a model by its file or server name: the small-model settings for tiny families."""
+    name = model.lower()
+    return SMALL_MODEL if any(marker in name for marker in _SMALL_MARKERS) else GREEDY
 
 # Used only when a GGUF carries no tokenizer.chat_template; reported in RuntimeInfo.notes.
 CHATML_TEMPLATE = (
@@ -73,7 +118,7 @@ class Generation:
     prefill_tokens_per_s: float
     decode_tokens_per_s: float
     total_ms: float
-    finish_reason: str  # "stop" (end of generation token) or "length" (hit max_tokens)
+    finish_reason: str  # "stop" (end of generation), "length" (hit max_tokens) or "stopped" (stop_when said so)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +149,15 @@ class Runtime(Protocol):
         messages: Sequence[Message],
         *,
         max_tokens: int,
-        temperature: float = 0.0,
+        decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
+        stop_when: StopWhen | None = None,
     ) -> Generation: ...
+
+    def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        """The model's own choice among `citations` for a "Sources: " line after `answer`, constrained by a
+        grammar to those exact strings; None when this backend cannot constrain generation."""
+        ...
 
     def measure_prefill(self, n_tokens: int) -> float: ...
 

@@ -193,11 +193,12 @@ def retrieval_turn(
     answer_reserve: int = DEFAULT_ANSWER_RESERVE, snippet_budget: int = DEFAULT_SNIPPET_BUDGET,
 ) -> RetrievalTurn:
     """Plan one turn exactly as the chat loop does: search, render snippets, pack under the budget."""
+    snippets = [snippet_from_hit(hit) for hit in search(question)]  # type: ignore[arg-type]
+    shape = (snippets[0].citation,) if snippets else ()
     plan = plan_prompt(
         n_ctx=n_ctx, answer_reserve=answer_reserve, kv_bytes_per_token=kv_bytes_per_token,
-        system=system_prompt(), question=render_question(question), count=count,
-        snippets=[snippet_from_hit(hit) for hit in search(question)],  # type: ignore[arg-type]
-        snippet_budget=snippet_budget, overhead=overhead,
+        system=system_prompt(), question=render_question(question, *shape), count=count,
+        snippets=snippets, snippet_budget=snippet_budget, overhead=overhead,
     )
     return RetrievalTurn(question, plan.prompt_tokens, plan.sections.snippets, len(plan.snippets), plan.notice)
 

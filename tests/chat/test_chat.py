@@ -71,7 +71,8 @@ def test_the_prompt_is_system_then_history_then_snippets_then_question(retriever
     assert messages[1].content == "how does start_server get its settings"
     assert messages[2].content == first.answer
     last = messages[3].content
-    assert last.startswith("[") and last.rstrip().endswith("cite them as path:start-end.")
+    first_citation = last[1 : last.index("]")]
+    assert last.startswith("[") and last.rstrip().endswith(f"cite the snippet you used like this: (see {first_citation}).")
     assert last.index("```") < last.index("Question: and what does parse_config return")
 
 
@@ -87,8 +88,36 @@ def test_the_answer_gets_exactly_the_reserve_and_the_prompt_never_overflows(retr
 def test_streamed_pieces_make_up_the_answer_and_time_the_first_token(retriever: McpRetriever) -> None:
     pieces: list[str] = []
     turn = session(retriever).ask("retry", on_token=pieces.append)
-    assert "".join(pieces).strip() == turn.answer
+    assert "".join(pieces).strip() == turn.checked.model_text
+    assert turn.answer.startswith(turn.checked.model_text)
     assert turn.first_token_ms is not None and 0 < turn.first_token_ms <= turn.total_ms
+
+
+def test_a_looping_model_is_stopped_and_what_came_before_is_kept_with_a_notice(retriever: McpRetriever) -> None:
+    runtime = FakeRuntime(answer_words=200, filler=("it", "calls", "the", "handler", "again", "and"))
+    turn = session(retriever, runtime, answer_reserve=300).ask("retry")
+    assert turn.generation.finish_reason == "stopped"
+    assert turn.generation.completion_tokens < 30
+    assert turn.checked.looped and turn.checked.usable
+    assert turn.answer.count("it calls the handler again and") == 1
+    assert "[stopped: the model began repeating itself" in turn.answer
+
+
+def test_the_answer_ends_with_the_retrieved_source_it_cites(retriever: McpRetriever) -> None:
+    turn = session(retriever).ask("parse_config settings")
+    cited = turn.checked.citations.valid[0].span.citation
+    assert turn.answer.endswith(f"Sources: {cited}")
+    assert cited in [s.citation for s in turn.sources]
+
+
+def test_when_the_model_writes_nothing_usable_the_best_snippet_is_shown_instead(retriever: McpRetriever) -> None:
+    runtime = FakeRuntime(answer_words=0)
+    runtime.silent = True
+    turn = session(retriever, runtime).ask("parse_config settings")
+    assert not turn.checked.usable
+    assert turn.answer.startswith("The model produced no usable answer (it wrote almost nothing).")
+    assert f"[{turn.sources[0].citation}]" in turn.answer
+    assert turn.answer.rstrip().endswith("```")
 
 
 def test_the_plan_is_shown_before_generation_starts(retriever: McpRetriever) -> None:
@@ -168,7 +197,9 @@ def test_an_empty_question_is_refused() -> None:
 def test_the_ask_report_has_exactly_the_documented_shape(retriever: McpRetriever) -> None:
     runtime = FakeRuntime()
     report = ask_report(session(retriever, runtime).ask("parse_config"), runtime)
-    assert set(report) == {"answer", "sources", "model", "budget", "timings"}
+    assert set(report) == {"answer", "sources", "model", "budget", "timings", "checks"}
+    assert report["checks"] == {"looped": False, "usable": True, "citations": [report["answer"].split()[1]],
+                                "unknown_citations": []}
     assert set(report["sources"][0]) == {"path", "start_line", "end_line", "score"}
     assert report["model"] == {"path": "fake.gguf", "n_ctx": 2048, "trained_context": 8192, "gpu_layers": 0,
                                "cache_type": "f16"}
@@ -247,3 +278,22 @@ def test_a_remote_model_of_unknown_shape_reports_no_kv_bytes(retriever: McpRetri
     assert chat.kv_bytes_per_token == 0
     assert (turn.plan.kv_bytes, turn.plan.kv_budget_bytes) == (0, None)
 
+
+
+def test_a_model_that_cites_nothing_picks_its_sources_under_a_grammar(retriever: McpRetriever) -> None:
+    runtime = FakeRuntime()
+    runtime.silent_citation = True
+    turn = session(retriever, runtime).ask("parse_config settings")
+    offered = [s.citation for s in turn.sources]
+    assert runtime.cited == [tuple(offered)]
+    assert turn.answer.endswith(f"Sources: {offered[-1]}")
+    assert [c.span.citation for c in turn.checked.citations.valid] == [offered[-1]]
+
+
+def test_without_a_grammar_the_answer_says_it_cites_none_of_the_retrieved_sources(retriever: McpRetriever) -> None:
+    runtime = FakeRuntime()
+    runtime.silent_citation = True
+    runtime.can_cite = False
+    turn = session(retriever, runtime).ask("parse_config settings")
+    assert "Sources (retrieved; the answer cites none): " in turn.answer
+    assert not turn.checked.citations.valid

