@@ -108,8 +108,12 @@ def _one_line(exc: BaseException) -> str:
 
 def connect(uri: str, token: str | None = None) -> Any:
     """A pymilvus MilvusClient for `uri`; StoreUnavailable when Milvus cannot be reached."""
+    import logging
+
     from pymilvus import MilvusClient
 
+    # pymilvus logs a traceback for every failed call; ours become one-line errors instead
+    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
     target = uri if is_server_uri(uri) else embedded_path(uri)
     try:
         return MilvusClient(uri=target, token=token or "", timeout=CONNECT_TIMEOUT)
@@ -154,6 +158,8 @@ class MilvusStore:
                     f"no index of {self.root} on Milvus at {self.uri} ({what}: {message}): "
                     f"run `bridge index {self.root} --milvus-uri {self.uri}`"
                 ) from exc
+            with self._lock:  # a fresh connection next time: recover by itself when Milvus returns
+                self._client = None
             raise StoreUnavailable(
                 f"Milvus at {self.uri} failed to {what} ({message}): check that it is running and reachable, "
                 "then try again"
@@ -216,6 +222,10 @@ class MilvusStore:
             yield from self.call("read rows", "query", collection, filter=expr, output_fields=fields, limit=_BATCH)
 
     def open(self, name: str) -> MilvusGeneration:
+        # A restarted Milvus Lite keeps collections released until someone loads them; loading a
+        # loaded collection is a no-op, so every reader asks.
+        for collection in (name, f"{name}_files"):
+            self.call("load the live build", "load_collection", collection)
         return MilvusGeneration(self, name, self.manifest(name))
 
     # ---- writing -------------------------------------------------------------------------
