@@ -62,6 +62,10 @@ __all__ = [
 BM25_CANDIDATES = 1000  # chunks Milvus returns per BM25 query (as many as the dense file ranking reads)
 GRACE_SECONDS = 60.0  # how long a collection the alias left stays readable
 CONNECT_TIMEOUT = 10.0
+# gRPC shares one connection per address in a process and backs off up to two minutes after a failure;
+# a private pool and a short back-off let a reader reconnect within a second of Milvus coming back.
+_GRPC_OPTIONS = {"grpc.use_local_subchannel_pool": 1, "grpc.initial_reconnect_backoff_ms": 200,
+                 "grpc.min_reconnect_backoff_ms": 200, "grpc.max_reconnect_backoff_ms": 1000}
 _SEP = "ǀ"  # U+01C0, a letter: joins the parts of `os.path.join` into one analyzer token
 _NON_WORD = re.compile(r"\W")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
@@ -116,7 +120,7 @@ def connect(uri: str, token: str | None = None) -> Any:
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
     target = uri if is_server_uri(uri) else embedded_path(uri)
     try:
-        return MilvusClient(uri=target, token=token or "", timeout=CONNECT_TIMEOUT)
+        return MilvusClient(uri=target, token=token or "", timeout=CONNECT_TIMEOUT, grpc_options=_GRPC_OPTIONS)
     except Exception as exc:  # pymilvus raises MilvusException, grpc errors and ConnectionConfigException
         raise StoreUnavailable(
             f"cannot reach Milvus at {uri} ({_one_line(exc)}): start Milvus there or pass another --milvus-uri"
@@ -148,7 +152,7 @@ class MilvusStore:
     def call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         """Run one MilvusClient method; a failure becomes one line that names the URI and what to do."""
         try:
-            return getattr(self.client, method)(*args, **kwargs)
+            return self._invoke(method, args, kwargs)
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -164,6 +168,18 @@ class MilvusStore:
                 f"Milvus at {self.uri} failed to {what} ({message}): check that it is running and reachable, "
                 "then try again"
             ) from exc
+
+    def _invoke(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            return getattr(self.client, method)(*args, **kwargs)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            if method not in ("search", "query") or "call load()" not in str(exc):
+                raise
+        # A restarted Milvus (Lite) comes back with its collections released: load, then try once more.
+        self.client.load_collection(args[0])
+        return getattr(self.client, method)(*args, **kwargs)
 
     def live(self) -> str:
         # Asking for a missing alias makes pymilvus log a traceback; listing the aliases first does not.

@@ -101,6 +101,27 @@ def test_the_embedded_form_stores_a_local_file(repo: Path, tmp_path: Path) -> No
     assert Searcher(store=store).search("parse_port", k=1, mode="lexical").hits[0].path == "src/server.py"
 
 
+def test_a_reader_recovers_when_milvus_returns(repo: Path, tmp_path: Path) -> None:
+    server = MilvusLiteServer(tmp_path / "data").start()
+    try:
+        store = MilvusStore(server.uri, repo)
+        build_milvus(repo, store, embedder=None)
+        searcher = Searcher(store=store)
+        server.stop()
+        with pytest.raises(StoreUnavailable, match=server.uri):
+            searcher.search("parse_port", k=1, mode="lexical")
+        server.start()
+        deadline, answer = time.monotonic() + 30, None
+        while answer is None and time.monotonic() < deadline:
+            try:
+                answer = searcher.search("parse_port", k=1, mode="lexical")
+            except StoreUnavailable:
+                time.sleep(0.2)  # polling for recovery, bounded
+        assert answer is not None and answer.hits[0].path == "src/server.py"
+    finally:
+        server.stop()
+
+
 _KILLED_BUILD = """
 import sys
 from pathlib import Path
