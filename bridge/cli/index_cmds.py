@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from bridge.cli.common import ProgressBars, console, emit_json, fail, resolve_index, to_jsonable
+from bridge.cli.common import (
+    MilvusOpt,
+    MilvusTokenOpt,
+    ProgressBars,
+    console,
+    emit_json,
+    fail,
+    milvus_token,
+    resolve_index,
+    to_jsonable,
+)
 
 if TYPE_CHECKING:
     from index.build import BuildOptions, BuildReport, FillReport
@@ -20,25 +30,11 @@ __all__ = ["register"]
 RepoOpt = typer.Option(None, "--repo", help="Repository root (default: the current folder).")
 IndexDirOpt = typer.Option(None, "--index-dir", help="Index folder (default: one per repository under BRIDGE_HOME).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document to stdout.")
-MilvusOpt = typer.Option(
-    None, "--milvus-uri", envvar="BRIDGE_MILVUS_URI",
-    help="Keep the index on Milvus: http(s)://HOST:PORT for a server, a local path for embedded Milvus Lite.",
-)
-MilvusTokenOpt = typer.Option(None, "--milvus-token-env", help="Environment variable holding the Milvus token.")
-
-
 def milvus_store(root: Path, uri: str, token_env: str | None) -> MilvusStore:
     """The Milvus store of one repository; the token comes from the named variable."""
-    import os
-
     from index.milvus import MilvusStore
 
-    token = None
-    if token_env:
-        token = os.environ.get(token_env)
-        if not token:
-            fail(f"--milvus-token-env {token_env}: that variable is empty; export the Milvus token in it")
-    return MilvusStore(uri, root, token)
+    return MilvusStore(uri, root, milvus_token(token_env))
 
 
 def index_cmd(
