@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support.milvus import MilvusLiteServer  # noqa: E402
+from support.milvus import MilvusLiteServer
 
-from index.build import BuildOptions, build_index, fill_vectors  # noqa: E402
-from index.milvus import MilvusStore, build_milvus  # noqa: E402
-from index.search import Searcher  # noqa: E402
+from index.build import BuildOptions, build_index, fill_vectors
+from index.milvus import MilvusStore, build_milvus
+from index.search import Searcher
 
 
 def _pct(values: list[float], q: float) -> float:

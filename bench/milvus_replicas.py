@@ -20,19 +20,19 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import anyio  # noqa: E402
-from support.milvus import MilvusLiteServer  # noqa: E402
+import anyio
+from support.milvus import MilvusLiteServer
 
-from bridge.server.client import connect  # noqa: E402
-from index.milvus import MilvusStore, build_milvus  # noqa: E402
-from index.search import Searcher  # noqa: E402
+from bridge.server.client import connect
+from index.milvus import MilvusStore, build_milvus
+from index.search import Searcher
 
 
 @contextmanager
@@ -97,7 +97,7 @@ def main() -> None:
         build_milvus(root, store, embedder=args.embedder)
         reader = Searcher(store=store)
         rng = random.Random(13)
-        queries = []
+        queries: list[str] = []
         for cid in rng.sample(range(reader.manifest.chunks), args.queries * 3):
             line = next((x.strip() for x in reader.read_chunks([cid])[cid].text.splitlines() if len(x.strip()) > 8), "")
             if line and len(queries) < args.queries:
