@@ -11,13 +11,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
 from support.milvus import MilvusLiteServer, free_port
 
 from index.build import BuildOptions, build_index, fill_vectors
 from index.errors import NoIndex, StoreUnavailable
 from index.milvus import MilvusStore, build_milvus, encode_terms
 from index.search import Searcher
+
+def make_repo(root: Path, files: dict[str, str] | None = None) -> Path:
+    """A folder of files (default: one small module); `repo` fixtures elsewhere hold the richer sample."""
+    for rel, text in (files or {"src/app.py": "def main():\n    return 0\n"}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
 
 QUERIES = ["load the json config", "retry backoff delays", "invalid port number", "SessionStore touch", "greeting"]
 
