@@ -71,6 +71,9 @@ _NON_WORD = re.compile(r"\W")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _BATCH = 2000  # rows per insert and per paged query (Milvus caps a query window at 16,384)
 _MAX_TOPK = 16384
+_PART_CHARS = 16000
+_MAX_PARTS = 512  # 8 M characters: more than the largest file the selection admits
+_MAX_TERMS_BYTES = 65000  # an analyzed VARCHAR's limit, with room; see encode_terms
 _CHUNK_FIELDS = ["id", "path", "start_line", "end_line", "language", "symbol", "text", "hash", "tokens"]
 _FILE_FIELDS = ["id", "path", "sha", "size", "mtime_ns", "first_chunk", "n_chunks"]
 
@@ -78,8 +81,15 @@ ProgressFn = Callable[[Progress], None]
 
 
 def encode_terms(words: Sequence[str]) -> str:
-    """Our terms as one analyzable string: one analyzer token per term."""
-    return " ".join(_NON_WORD.sub(_SEP, w) for w in words)
+    """Our terms as one analyzable string: one analyzer token per term.
+
+    A chunk whose terms pass the analyzed field's 65,535-byte limit (one huge minified line) keeps
+    its first terms only, so BM25 scores it a little differently from the local store."""
+    text = " ".join(_NON_WORD.sub(_SEP, w) for w in words)
+    if len(text) * 4 <= _MAX_TERMS_BYTES or len(text.encode("utf-8")) <= _MAX_TERMS_BYTES:
+        return text
+    cut = text.encode("utf-8")[:_MAX_TERMS_BYTES].decode("utf-8", "ignore")
+    return cut.rsplit(" ", 1)[0]
 
 
 def collection_base(root: Path) -> str:
@@ -353,7 +363,9 @@ def _chunk_schema(client: Any, dim: int | None) -> dict[str, Any]:
     schema.add_field("end_line", DataType.INT64)
     schema.add_field("language", DataType.VARCHAR, max_length=64)
     schema.add_field("symbol", DataType.VARCHAR, max_length=4096)
-    schema.add_field("text", DataType.VARCHAR, max_length=65535)
+    # A VARCHAR holds at most 65,535 bytes and one chunk of a minified file can be longer: the text
+    # is stored in parts of at most _PART_CHARS characters (4 bytes each at most).
+    schema.add_field("text", DataType.ARRAY, element_type=DataType.VARCHAR, max_length=65535, max_capacity=_MAX_PARTS)
     schema.add_field("hash", DataType.VARCHAR, max_length=64)
     schema.add_field("tokens", DataType.INT64)
     schema.add_field(
@@ -401,7 +413,7 @@ def _chunk_row(i: int, c: Chunk, words: list[str], vector: np.ndarray | None) ->
         "end_line": c.end_line,
         "language": c.language or "",
         "symbol": c.symbol or "",
-        "text": c.text,
+        "text": [c.text[i : i + _PART_CHARS] for i in range(0, len(c.text), _PART_CHARS)] or [""],
         "hash": c.hash,
         "tokens": c.tokens,
         "terms": encode_terms(words),
@@ -471,7 +483,7 @@ class MilvusGeneration:
                 int(r["end_line"]),
                 r["language"] or None,
                 r["symbol"] or None,
-                r["text"],
+                "".join(r["text"]),
                 r["hash"],
                 int(r["tokens"]),
             )

@@ -18,6 +18,7 @@ from index.errors import NoIndex, StoreUnavailable
 from index.milvus import MilvusStore, build_milvus, encode_terms
 from index.search import Searcher
 
+
 def make_repo(root: Path, files: dict[str, str] | None = None) -> Path:
     """A folder of files (default: one small module); `repo` fixtures elsewhere hold the richer sample."""
     for rel, text in (files or {"src/app.py": "def main():\n    return 0\n"}).items():
@@ -44,6 +45,17 @@ def _paths(searcher: Searcher, query: str, mode: str = "hybrid") -> list[tuple[s
 
 def test_terms_stay_one_analyzer_token_each() -> None:
     assert encode_terms(["os.path.join", "max_tokens", "x"]).split() == ["osǀpathǀjoin", "max_tokens", "x"]
+
+
+def test_a_chunk_longer_than_a_milvus_text_field_is_stored_whole(tmp_path: Path, milvus: MilvusLiteServer) -> None:
+    line = "var " + ",".join(f"a{i}=b{i}(c{i})" for i in range(12000)) + ";\n"  # one minified line, > 64 KB
+    root = make_repo(tmp_path / "minified", {"dist/app.min.js": line, "src/app.py": "def main():\n    return 0\n"})
+    store = MilvusStore(milvus.uri, root)
+    build_milvus(root, store, embedder=None)
+    searcher = Searcher(store=store)
+    texts = [c.text for c in searcher.read_chunks(list(range(searcher.manifest.chunks))).values()]
+    assert line.rstrip("\n") in texts
+    assert searcher.search("a5 b5 c5", k=1, mode="lexical").hits[0].path == "dist/app.min.js"
 
 
 def test_a_search_through_milvus_answers_as_the_local_store_does(repo: Path, tmp_path: Path, milvus: MilvusLiteServer) -> None:
