@@ -62,10 +62,11 @@ def lexical_vs_rank_bm25(index_dir: Path, n_queries: int) -> dict:
 
     from index.lexical import LexicalIndex, TermCorpus
     from index.search import Searcher
+    from index.store import IndexDir
     from index.tokenize import terms
 
     searcher = Searcher(index_dir)
-    gen = searcher.store.current()
+    gen = IndexDir(index_dir).current()
     corpus = TermCorpus.load(gen / "lexical")
     docs = [[corpus.vocab[i] for i in corpus.doc(d)] for d in range(len(corpus))]
     chunks = searcher.read_chunks(list(range(len(docs))))

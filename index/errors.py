@@ -43,3 +43,7 @@ class EmbedderError(IndexingError):
 
 class IndexWriteError(IndexingError):
     """Writing the index failed (disk full, file size limit, permissions); the previous index is untouched."""
+
+
+class StoreUnavailable(IndexingError):
+    """The index's store (a Milvus server) cannot be reached or refused a call; the message names its URI."""

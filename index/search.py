@@ -13,25 +13,22 @@ file's fused score; further chunks follow only when fewer than k files have any 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
 from index.hits import merge_hits, pack_hits
-from index.lexical import LexicalIndex
-from index.rank import DENSE_CHUNKS, SIGNALS, FileEvidence, title_of
-from index.store import ChunkTable, IndexDir, Manifest
+from index.rank import DENSE_CHUNKS, SIGNALS, title_of
+from index.source import Generation, LocalStore, Store
+from index.store import Manifest
 from index.tokenize import terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
-from index.vector import VectorIndex
 
 if TYPE_CHECKING:
     from index.embed import Embedder
@@ -56,17 +53,7 @@ def rrf(rankings: list[list[int]]) -> dict[int, float]:
     return fused
 
 
-@dataclass(frozen=True)
-class _Generation:
-    path: Path
-    manifest: Manifest
-    table: ChunkTable
-    lexical: LexicalIndex
-    paths: np.ndarray  # path of every chunk id (object array), for glob filters
-    files: FileEvidence
-
-
-def _glob_mask(gen: _Generation, path_glob: str | None) -> np.ndarray | None:
+def _glob_mask(gen: Generation, path_glob: str | None) -> np.ndarray | None:
     if not path_glob:
         return None
     import pathspec
@@ -87,17 +74,21 @@ class Searcher:
 
     def __init__(
         self,
-        index_dir: Path,
+        index_dir: Path | None = None,
         embedder_loader: Callable[[str], Embedder] | None = None,
         max_query_bytes: int = MAX_QUERY_BYTES,
+        store: Store | None = None,
     ) -> None:
-        self.store = IndexDir(index_dir)
+        if store is None:
+            if index_dir is None:
+                raise TypeError("Searcher needs an index_dir or a store")
+            store = LocalStore(index_dir)
+        self.store = store
         self.max_query_bytes = max_query_bytes
         self._loader = embedder_loader
         self._lock = threading.RLock()
         self._embed_lock = threading.Lock()  # loading and running the query embedder
-        self._gen: _Generation | None = None
-        self._vectors: tuple[float, VectorIndex] | None = None
+        self._gen: Generation | None = None
         self._embedder: Embedder | None = None
         self._stale: tuple[float, str, int] | None = None
         self.refresh()
@@ -108,26 +99,15 @@ class Searcher:
         The new generation is loaded outside the lock, so searches keep answering from the old
         one meanwhile; two threads that race here load it twice and one copy wins, harmlessly.
         """
-        current = self.store.current()
-        if self._gen is not None and self._gen.path == current:
+        current = self.store.live()
+        if self._gen is not None and self._gen.name == current:
             return
-        manifest = self.store.manifest(current)
-        table = ChunkTable(current)
-        lexical = LexicalIndex.load(current / "lexical")
-        entries = manifest.files.values()
-        files = FileEvidence(
-            list(manifest.files),
-            np.fromiter((e.first_chunk for e in entries), dtype=np.int64, count=len(entries)),
-            np.fromiter((e.n_chunks for e in entries), dtype=np.int64, count=len(entries)),
-            table.symbols,
-        )
-        paths = np.asarray(files.paths, dtype=object)[files.chunk_file] if files.paths else np.empty(0, dtype=object)
+        gen = self.store.open(current)
         with self._lock:
-            if self._gen is not None and self._gen.path == current:
-                table.close()
+            if self._gen is not None and self._gen.name == current:
+                gen.close()
                 return
-            self._gen = _Generation(current, manifest, table, lexical, paths, files)
-            self._vectors = None
+            self._gen = gen
             self._stale = None
 
     @property
@@ -139,29 +119,18 @@ class Searcher:
     def root(self) -> Path:
         return Path(self.manifest.root)
 
-    def _vector_index(self, gen: _Generation) -> VectorIndex | None:
-        path = gen.path / "vectors.faiss"
-        try:
-            mtime = path.stat().st_mtime_ns
-        except FileNotFoundError:
-            return None
-        with self._lock:
-            if self._vectors is None or self._vectors[0] != mtime:
-                self._vectors = (mtime, VectorIndex.load(path))
-            return self._vectors[1]
-
     def warm(self) -> None:
         """Load the live generation and everything a hybrid search reads from it (vectors, file
         tables), so that the first search after a re-index does not pay for loading them."""
         self.refresh()
         gen = self._gen
         assert gen is not None
-        self._vector_index(gen)
+        gen.vectors()
         gen.files.prepare()
 
     def embedded_chunks(self) -> int:
         assert self._gen is not None
-        vectors = self._vector_index(self._gen)
+        vectors = self._gen.vectors()
         return vectors.count if vectors else 0
 
     def verify(self) -> None:
@@ -169,10 +138,10 @@ class Searcher:
         gen = self._gen
         assert gen is not None
         ids = sorted({0, gen.manifest.chunks - 1}) if gen.manifest.chunks else []
-        if len(gen.table.get(ids)) != len(ids):
-            raise CorruptIndex(f"index at {self.store.path} lost chunk rows: run `bridge index --rebuild`")
-        if self._vector_index(gen) is not None:
-            _vector_meta(gen.path)
+        if len(gen.chunks(ids)) != len(ids):
+            raise CorruptIndex(f"index at {self.store.location} lost chunk rows: run `bridge index --rebuild`")
+        if gen.vectors() is not None:
+            gen.vector_meta()
 
     def info(self) -> IndexInfo:
         gen = self._gen
@@ -186,16 +155,16 @@ class Searcher:
         assert gen is not None
         now = time.monotonic()
         cached = self._stale
-        if cached and cached[1] == gen.path.name and now - cached[0] < _STALE_TTL:
+        if cached and cached[1] == gen.name and now - cached[0] < _STALE_TTL:
             return cached[2]
         root = Path(gen.manifest.root)
         stale = sum(
             stat_signature(root, p) != (e.size, e.mtime_ns) for p, e in gen.manifest.files.items()
         )
-        self._stale = (now, gen.path.name, stale)
+        self._stale = (now, gen.name, stale)
         return stale
 
-    def _query_vector(self, gen: _Generation, query: str) -> np.ndarray:
+    def _query_vector(self, gen: Generation, query: str) -> np.ndarray:
         spec = gen.manifest.embedder
         if spec is None:
             raise NoIndex(f"the index of {gen.manifest.root} has no vectors: run `bridge index` without --no-vectors")
@@ -208,7 +177,7 @@ class Searcher:
                     self._embedder = load_embedder(spec, cache_dir=default_home() / "models")
                 else:
                     self._embedder = self._loader(spec)
-                meta = _vector_meta(gen.path)
+                meta = gen.vector_meta()
                 if meta.get("embedder_id") != self._embedder.id:
                     raise IncompatibleIndex(
                         f"index vectors were made by {meta.get('embedder_id')}, not {self._embedder.id}: "
@@ -259,15 +228,15 @@ class Searcher:
         return [(gen.files.paths[f], file_score[f]) for f in sorted(file_score, key=lambda f: (-file_score[f], f))]
 
     def _retrieve(
-        self, gen: _Generation, query: str, mode: str, allowed: np.ndarray | None
+        self, gen: Generation, query: str, mode: str, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, list[tuple[int, float]]]:
         """BM25 score of every chunk (empty in vector mode) and the nearest chunks (empty without vectors)."""
         scores = np.zeros(0)
         near: list[tuple[int, float]] = []
         if mode in ("hybrid", "lexical"):
-            scores = _masked(gen.lexical.scores(terms(query)), allowed)
+            scores = _masked(gen.bm25(terms(query), allowed), allowed)
         if mode in ("hybrid", "vector"):
-            vectors = self._vector_index(gen) if gen.manifest.embedder else None
+            vectors = gen.vectors() if gen.manifest.embedder else None
             if vectors is None or vectors.count == 0:
                 if mode == "vector":
                     raise NoIndex(
@@ -280,7 +249,7 @@ class Searcher:
         return scores, near
 
     def _hits(
-        self, gen: _Generation, order: list[int], fused: dict[int, float], lexical: list[int], dense: list[int], k: int
+        self, gen: Generation, order: list[int], fused: dict[int, float], lexical: list[int], dense: list[int], k: int
     ) -> list[Hit]:
         lex_rank = {c: r for r, c in enumerate(lexical, 1)}
         vec_rank = {c: r for r, c in enumerate(dense, 1)}
@@ -290,9 +259,9 @@ class Searcher:
             # merging may fold several chunks into one hit, so fetch more until k hits remain
             batch = order[pos : pos + 2 * k]
             pos += len(batch)
-            rows = gen.table.get(batch)
+            rows = gen.chunks(batch)
             if len(rows) != len(batch):
-                raise CorruptIndex(f"index at {self.store.path} lost chunk rows: run `bridge index --rebuild`")
+                raise CorruptIndex(f"index at {self.store.location} lost chunk rows: run `bridge index --rebuild`")
             for cid in batch:
                 hits.append(_hit(rows[cid], fused[cid], lex_rank.get(cid), vec_rank.get(cid)))
             hits = merge_hits(hits)
@@ -300,7 +269,7 @@ class Searcher:
 
     def read_chunks(self, ids: list[int]) -> dict[int, Chunk]:
         assert self._gen is not None
-        return self._gen.table.get(ids)
+        return self._gen.chunks(ids)
 
 
 def _masked(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
@@ -318,12 +287,12 @@ def _top(scores: np.ndarray, k: int) -> list[int]:
 
 
 def _file_scores(
-    gen: _Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
+    gen: Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
     weights: Mapping[str, float],
 ) -> dict[int, float]:
     files = gen.files
     title = title_of(query)
-    title_scores = _masked(gen.lexical.scores(terms(title)), allowed) if title else None
+    title_scores = _masked(gen.bm25(terms(title), allowed), allowed) if title else None
     file_allowed = None
     if allowed is not None:
         has_chunks = files.n_chunks > 0
@@ -333,7 +302,7 @@ def _file_scores(
 
 
 def _files_first(
-    gen: _Generation, file_score: dict[int, float], scores: np.ndarray, order: list[int], fused: dict[int, float], k: int
+    gen: Generation, file_score: dict[int, float], scores: np.ndarray, order: list[int], fused: dict[int, float], k: int
 ) -> tuple[list[int], dict[int, float]]:
     """The best chunk of each of the k best files, by file score; then the other chunks, scored lower."""
     files = gen.files
@@ -356,17 +325,6 @@ def _files_first(
         floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
         chosen.update((c, fused[c] * floor) for c in rest)
     return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
-
-
-def _vector_meta(generation: Path) -> dict[str, Any]:
-    path = generation / "vectors.json"
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CorruptIndex(f"vector metadata {path} is unreadable ({exc}): run `bridge index --rebuild`") from exc
-    if not isinstance(meta, dict):
-        raise CorruptIndex(f"vector metadata {path} is damaged: run `bridge index --rebuild`")
-    return meta
 
 
 def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:

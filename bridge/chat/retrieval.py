@@ -130,7 +130,10 @@ class McpRetriever:
 
 
 @contextmanager
-def local_server(repo: Path, index_dir: Path | None = None, *, live: bool = False) -> Iterator[Any]:
+def local_server(
+    repo: Path, index_dir: Path | None = None, *, live: bool = False, milvus_uri: str | None = None,
+    milvus_token: str | None = None,
+) -> Iterator[Any]:
     """An MCP server for `repo` on a free loopback port, with a random token, for this process only.
 
     A missing index is built first (BM25, synchronously). `live` (for a chat) also re-indexes on
@@ -144,6 +147,7 @@ def local_server(repo: Path, index_dir: Path | None = None, *, live: bool = Fals
 
     from bridge.server.app import start_background
 
-    server = start_background([repo], secrets.token_urlsafe(24), index_dir=index_dir, no_vectors=not live, watch=live)
+    server = start_background([repo], secrets.token_urlsafe(24), index_dir=index_dir, no_vectors=not live, watch=live,
+                              milvus_uri=milvus_uri, milvus_token=milvus_token)
     with server:
         yield server

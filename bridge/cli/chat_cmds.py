@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
-from bridge.cli.common import console, emit_json, fail, resolve_index
+from bridge.cli.common import MilvusOpt, MilvusTokenOpt, console, emit_json, fail, milvus_token, resolve_index
 from bridge.errors import BridgeError
 
 __all__ = ["register"]
@@ -100,7 +100,10 @@ def with_chat_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 @contextmanager
-def _session(repo: Path | None, index_dir: Path | None, settings: Any, *, chat: bool, quiet: bool) -> Iterator[Any]:
+def _session(
+    repo: Path | None, index_dir: Path | None, settings: Any, *, chat: bool, quiet: bool,
+    milvus_uri: str | None = None, milvus_token_env: str | None = None,
+) -> Iterator[Any]:
     """A ChatSession with its retriever (and in-process server) and runtime, closed afterwards."""
     from bridge.chat.retrieval import McpRetriever, local_server
     from bridge.chat.session import ChatSession, open_runtime
@@ -121,10 +124,15 @@ def _session(repo: Path | None, index_dir: Path | None, settings: Any, *, chat: 
                 fail(f"no folder at {repo}: pass the repository root with --repo")
             root = (repo or Path.cwd()).expanduser().resolve()
             _, where = resolve_index(root, index_dir)
-            if not IndexDir(where).exists() and not quiet:
+            if not milvus_uri and not IndexDir(where).exists() and not quiet:
                 later = "vectors follow in the background" if chat else f"run `bridge index {root}` for hybrid search"
                 console.print(f"{root} has no index yet: building its BM25 index now ({later})")
-            server = stack.enter_context(local_server(root, where, live=chat))
+            if milvus_uri:  # a reader of the index on Milvus; `bridge index --milvus-uri` writes it
+                server = stack.enter_context(
+                    local_server(root, live=False, milvus_uri=milvus_uri, milvus_token=milvus_token(milvus_token_env))
+                )
+            else:
+                server = stack.enter_context(local_server(root, where, live=chat))
             retriever = stack.enter_context(McpRetriever(server.url, server.token))
             if not chat:  # a chat's server warms itself up in the background
                 retriever.warm_up(settings.mode)
@@ -227,11 +235,14 @@ def ask_cmd(
     index_dir: Path | None = IndexDirOpt,
     show_budget: bool = ShowBudgetOpt,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON report to stdout instead of streaming."),
+    milvus_uri: str | None = MilvusOpt,
+    milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Answer one question about a repository with the local model; report sources, budget, timings."""
     from bridge.chat.session import ask_report
 
-    with _session(repo, index_dir, settings, chat=False, quiet=json_out) as session:
+    with _session(repo, index_dir, settings, chat=False, quiet=json_out, milvus_uri=milvus_uri,
+                  milvus_token_env=milvus_token_env) as session:
         on_plan = _on_plan_with_gpu(show_budget, session.runtime)
         turn = session.ask(question, on_token=None if json_out else _stream, on_plan=on_plan)
         if json_out:
@@ -290,9 +301,12 @@ def chat_cmd(
     repo: Path | None = RepoOpt,
     index_dir: Path | None = IndexDirOpt,
     show_budget: bool = ShowBudgetOpt,
+    milvus_uri: str | None = MilvusOpt,
+    milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Chat about a repository: each turn retrieves code over MCP and answers within the budget."""
-    with _session(repo, index_dir, settings, chat=True, quiet=False) as session:
+    with _session(repo, index_dir, settings, chat=True, quiet=False, milvus_uri=milvus_uri,
+                  milvus_token_env=milvus_token_env) as session:
         info = session.runtime.info
         console.print(f"model {info.model}, n_ctx {info.n_ctx}\n{HELP}")
         _repl(session, show_budget)

@@ -8,11 +8,41 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+import typer
 from rich.console import Console
 
-__all__ = ["console", "fail", "emit_json", "resolve_index", "ProgressBars", "to_jsonable"]
+__all__ = [
+    "MilvusOpt",
+    "MilvusTokenOpt",
+    "ProgressBars",
+    "console",
+    "emit_json",
+    "fail",
+    "milvus_token",
+    "resolve_index",
+    "to_jsonable",
+]
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+MilvusOpt = typer.Option(
+    None, "--milvus-uri", envvar="BRIDGE_MILVUS_URI",
+    help="Keep the index on Milvus: http(s)://HOST:PORT for a server, a local path for embedded Milvus Lite.",
+)
+MilvusTokenOpt = typer.Option(None, "--milvus-token-env", help="Environment variable holding the Milvus token.")
+
+
+def milvus_token(token_env: str | None) -> str | None:
+    """The Milvus token from the variable `--milvus-token-env` names (None without the option)."""
+    import os
+
+    if not token_env:
+        return None
+    token = os.environ.get(token_env)
+    if not token:
+        fail(f"--milvus-token-env {token_env}: that variable is empty; export the Milvus token in it")
+    return token
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
-from bridge.cli.common import console, emit_json, fail, resolve_index
+from bridge.cli.common import MilvusOpt, MilvusTokenOpt, console, emit_json, fail, milvus_token, resolve_index
 
 __all__ = ["eval_cmd", "register"]
 
@@ -85,6 +85,8 @@ def eval_cmd(
     snippet_tokens: int = typer.Option(DEFAULT_SNIPPET_BUDGET, "--snippet-tokens", min=0, help="Tokens for retrieved code (--answers)."),
     answer_reserve: int = typer.Option(256, "--answer-reserve", min=1, help="Tokens kept for each answer (--answers)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document to stdout."),
+    milvus_uri: str | None = MilvusOpt,
+    milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Score retrieval on a questions file: recall@1/5/10, MRR, nDCG@10, span recall, latency."""
     from bridge.measure.evaluate import aggregate, load_questions
@@ -95,8 +97,14 @@ def eval_cmd(
     if mode != "all" and mode not in MODES:
         fail(f"--mode {mode!r} is not one of hybrid, lexical, vector, all", code=2)
     questions = load_questions(questions_file)
-    _, where = resolve_index(repo, index_dir)
-    searcher = Searcher(where, max_query_bytes=EVAL_MAX_QUERY_BYTES)
+    root, where = resolve_index(repo, index_dir)
+    if milvus_uri:
+        from index.milvus import MilvusStore
+
+        store = MilvusStore(milvus_uri, root or Path.cwd().resolve(), milvus_token(milvus_token_env))
+        searcher = Searcher(store=store, max_query_bytes=EVAL_MAX_QUERY_BYTES)
+    else:
+        searcher = Searcher(where, max_query_bytes=EVAL_MAX_QUERY_BYTES)
     modes = MODES if mode == "all" else (mode,)
     results, skipped = run_modes(searcher, questions, modes, k, skip_missing=mode == "all")
     metrics = {m: aggregate(m, r) for m, r in results.items()}

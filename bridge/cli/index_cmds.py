@@ -7,10 +7,22 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from bridge.cli.common import ProgressBars, console, emit_json, fail, resolve_index, to_jsonable
+from bridge.cli.common import (
+    MilvusOpt,
+    MilvusTokenOpt,
+    ProgressBars,
+    console,
+    emit_json,
+    fail,
+    milvus_token,
+    resolve_index,
+    to_jsonable,
+)
 
 if TYPE_CHECKING:
-    from index.build import BuildReport, FillReport
+    from index.build import BuildOptions, BuildReport, FillReport
+    from index.milvus import MilvusStore
+    from index.search import Searcher
     from index.types import IndexInfo
 
 __all__ = ["register"]
@@ -18,6 +30,11 @@ __all__ = ["register"]
 RepoOpt = typer.Option(None, "--repo", help="Repository root (default: the current folder).")
 IndexDirOpt = typer.Option(None, "--index-dir", help="Index folder (default: one per repository under BRIDGE_HOME).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document to stdout.")
+def milvus_store(root: Path, uri: str, token_env: str | None) -> MilvusStore:
+    """The Milvus store of one repository; the token comes from the named variable."""
+    from index.milvus import MilvusStore
+
+    return MilvusStore(uri, root, milvus_token(token_env))
 
 
 def index_cmd(
@@ -33,6 +50,8 @@ def index_cmd(
     exclude: list[str] = typer.Option([], "--exclude", help="Extra gitignore-style pattern to skip (repeatable)."),
     include: list[str] = typer.Option([], "--include", help="Pattern that overrides the secret-file rules (repeatable)."),
     json_out: bool = JsonOpt,
+    milvus_uri: str | None = MilvusOpt,
+    milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Index a repository: BM25 at once, then dense vectors (cached by content)."""
     from index.build import BuildOptions, build_index, fill_vectors
@@ -46,6 +65,11 @@ def index_cmd(
         embedder=None if no_vectors else _embedder_spec(embedder),
         rebuild=rebuild,
     )
+    if milvus_uri:
+        if watch:
+            fail("--watch writes a local index; with --milvus-uri run `bridge index` again after changes (one writer)")
+        _index_milvus(root, milvus_store(root, milvus_uri, milvus_token_env), options, json_out)
+        return
     with ProgressBars(enabled=not json_out) as bars:
         report = build_index(root, where, options, bars)
         fill = None if no_vectors else fill_vectors(where, bars)
@@ -67,6 +91,24 @@ def index_cmd(
                 console.print(f"vectors: {value.embedded_chunks}/{value.chunks} chunks")
             else:
                 console.print(f"[red]error:[/] {value}", markup=True)
+
+
+def _index_milvus(root: Path, store: MilvusStore, options: BuildOptions, json_out: bool) -> None:
+    from index.milvus import build_milvus
+
+    with ProgressBars(enabled=not json_out) as bars:
+        name, changed, manifest, seconds = build_milvus(
+            root, store, options.selection, (options.target_tokens, options.max_tokens, options.overlap_lines),
+            options.embedder, options.rebuild, bars,
+        )
+    data = {"milvus_uri": store.uri, "alias": store.alias, "collection": name, "changed": changed,
+            "files": len(manifest.files), "chunks": manifest.chunks, "seconds": seconds}
+    if json_out:
+        emit_json(data)
+    elif changed:
+        console.print(f"indexed {data['files']} files into {manifest.chunks} chunks on {store.location}: {name}")
+    else:
+        console.print(f"index on {store.location} is up to date: {data['files']} files, {manifest.chunks} chunks")
 
 
 def _embedder_spec(spec: str) -> str:
@@ -104,12 +146,12 @@ def search_cmd(
     path_glob: str | None = typer.Option(None, "--path-glob", help="Only paths matching this glob, e.g. 'src/**/*.py'."),
     mode: str = typer.Option("hybrid", "--mode", help="hybrid, lexical or vector."),
     json_out: bool = JsonOpt,
+    milvus_uri: str | None = MilvusOpt,
+    milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Search the index of a repository."""
-    from index.search import Searcher
-
-    _, where = resolve_index(repo, index_dir)
-    result = Searcher(where).search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob)
+    searcher = _searcher(repo, index_dir, milvus_uri, milvus_token_env)
+    result = searcher.search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob)
     if json_out:
         from bridge.server.models import SearchCodeResult
 
@@ -130,18 +172,28 @@ def _freshness(info: IndexInfo) -> str:
     return f"index built {info.built_at}{stale}; {info.embedded_chunks}/{info.chunks} chunks embedded"
 
 
-def status_cmd(repo: Path | None = RepoOpt, index_dir: Path | None = IndexDirOpt, json_out: bool = JsonOpt) -> None:
-    """Show what is indexed, how fresh it is and how much is embedded."""
+def _searcher(repo: Path | None, index_dir: Path | None, milvus_uri: str | None, token_env: str | None) -> Searcher:
     from index.search import Searcher
 
-    _, where = resolve_index(repo, index_dir)
-    searcher = Searcher(where)
+    root, where = resolve_index(repo, index_dir)
+    if milvus_uri:
+        return Searcher(store=milvus_store(root or Path.cwd().resolve(), milvus_uri, token_env))
+    return Searcher(where)
+
+
+def status_cmd(
+    repo: Path | None = RepoOpt, index_dir: Path | None = IndexDirOpt, json_out: bool = JsonOpt,
+    milvus_uri: str | None = MilvusOpt, milvus_token_env: str | None = MilvusTokenOpt,
+) -> None:
+    """Show what is indexed, how fresh it is and how much is embedded."""
+    searcher = _searcher(repo, index_dir, milvus_uri, milvus_token_env)
+    where = searcher.store.location
     searcher.verify()
     info = searcher.info()
     manifest = searcher.manifest
     data = {
         **to_jsonable(info),
-        "index_dir": str(where),
+        "index_dir": where,
         "embedder": manifest.embedder,
         "embedded_fraction": round(info.embedded_chunks / info.chunks, 4) if info.chunks else 0.0,
         "skipped": manifest.stats.get("skipped", {}),

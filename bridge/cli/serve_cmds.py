@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from bridge.cli.common import ProgressBars, console, fail
+from bridge.cli.common import MilvusOpt, MilvusTokenOpt, ProgressBars, console, fail, milvus_token
 from bridge.errors import ServeError
 
 __all__ = ["register"]
@@ -88,6 +89,8 @@ def serve_cmd(
     no_vectors: bool = typer.Option(False, "--no-vectors", help="Lexical (BM25) only."),
     audit_log: str = typer.Option("default", "--audit-log", help="off, default (BRIDGE_HOME/audit/audit.jsonl) or a file path."),
     audit_max_bytes: int = typer.Option(10 * 1024 * 1024, "--audit-max-bytes", min=1024, help="Rotate the audit log past this size."),
+    milvus_uri: str | None = MilvusOpt,
+    milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Serve the code index of one or more repositories to MCP clients (http://HOST:PORT/mcp)."""
     from bridge.server.app import ServeOptions, serve_http, serve_stdio
@@ -100,6 +103,10 @@ def serve_cmd(
     if not path.startswith("/"):
         fail(f"--path {path!r} must start with '/', e.g. /mcp")
     specs = tuple(RepoSpec(r, index_dir, embedder, no_vectors) for r in roots)
+    if milvus_uri:  # stateless replicas: read from Milvus, never watch (one writer: docs/milvus.md)
+        token = milvus_token(milvus_token_env)
+        specs = tuple(replace(spec, milvus_uri=milvus_uri, milvus_token=token) for spec in specs)
+        no_watch = True
     options = ServeOptions(
         repos=specs,
         host=host,

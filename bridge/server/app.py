@@ -281,6 +281,8 @@ def start_background(
     port: int = 0,
     on_event: EventFn = lambda *_: None,
     start_timeout: float = 30.0,
+    milvus_uri: str | None = None,
+    milvus_token: str | None = None,
 ) -> RunningServer:
     """Start the HTTP server in-process on a free loopback port (or `port`) and wait until it serves.
 
@@ -288,8 +290,9 @@ def start_background(
     """
     if index_dir is not None and len(repos) != 1:
         raise ServeError("index_dir works with exactly one repository")
-    specs = tuple(RepoSpec(Path(r), index_dir, embedder, no_vectors) for r in repos)
-    options = ServeOptions(repos=specs, port=port, token=token, watch=watch, audit_log=audit_log)
+    specs = tuple(RepoSpec(Path(r), index_dir, embedder, no_vectors, milvus_uri=milvus_uri, milvus_token=milvus_token)
+                  for r in repos)
+    options = ServeOptions(repos=specs, port=port, token=token, watch=watch and not milvus_uri, audit_log=audit_log)
     sock = bind_socket(options.host, options.port)
     try:
         service = open_service(options, on_event)

@@ -161,13 +161,20 @@ def outline(repo: Repo, path: str) -> OutlineResult:
 
 
 def index_status(repo: Repo) -> IndexStatusResult:
-    repo.searcher.refresh()
+    from index.errors import StoreUnavailable
+
+    unreachable = None
+    try:
+        repo.searcher.refresh()
+    except StoreUnavailable as exc:  # Milvus went away: say so, with what was last read from it
+        unreachable = str(exc)
     info = repo.searcher.info()
     state = repo.status()
     return IndexStatusResult(
-        repo=repo.name, root=str(repo.root), index_dir=str(repo.index_dir), files=info.files, chunks=info.chunks,
-        embedded_chunks=info.embedded_chunks, embedder=repo.searcher.manifest.embedder, built_at=info.built_at,
-        stale_files=info.stale_files, reindexing=state.reindexing, watching=state.watching, last_error=state.last_error,
+        repo=repo.name, root=str(repo.root), index_dir=repo.searcher.store.location, files=info.files,
+        chunks=info.chunks, embedded_chunks=info.embedded_chunks, embedder=repo.searcher.manifest.embedder,
+        built_at=info.built_at, stale_files=info.stale_files, reindexing=state.reindexing, watching=state.watching,
+        last_error=unreachable or state.last_error,
     )
 
 

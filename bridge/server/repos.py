@@ -20,6 +20,7 @@ from bridge.server.memory import limit_arenas, trim
 from index.build import BuildOptions, BuildReport, build_index
 from index.discover import resolve_path
 from index.errors import IndexingError
+from index.milvus import MilvusStore, build_milvus
 from index.search import Searcher
 from index.store import IndexDir, Manifest, default_index_dir
 from index.types import Progress, Selection
@@ -44,6 +45,8 @@ class RepoSpec:
     embedder: str | None = None
     no_vectors: bool = False
     selection: Selection | None = None
+    milvus_uri: str | None = None  # read the index from Milvus (a stateless replica; see docs/milvus.md)
+    milvus_token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,50 @@ class _TrackedLiveIndex(LiveIndex):
         return self._running > 0
 
 
+class _MilvusWriter:
+    """`refresh_index` on a replica over Milvus: one build into a new collection, then the alias
+    moves and every replica follows. Replicas do not watch files: one writer per repository
+    (docs/milvus.md) keeps the index fresh."""
+
+    def __init__(self, root: Path, store: MilvusStore, options: BuildOptions, notify: Callable[[str, object], None]) -> None:
+        self.root, self.store, self.options, self._notify = root, store, options, notify
+        self._running = 0
+        self._lock = threading.Lock()
+
+    @property
+    def rebuilding(self) -> bool:
+        return self._running > 0
+
+    def start(self, watch: bool) -> None:
+        pass  # nothing runs in the background
+
+    def stop(self) -> None:
+        pass
+
+    def build_now(self) -> BuildReport:
+        with self._lock:
+            self._running += 1
+        try:
+            o = self.options
+            name, changed, manifest, seconds = build_milvus(
+                self.root, self.store, o.selection, (o.target_tokens, o.max_tokens, o.overlap_lines), o.embedder
+            )
+        except IndexingError as exc:
+            self._notify("error", exc)
+            raise
+        finally:
+            with self._lock:
+                self._running -= 1
+        skipped = manifest.stats.get("skipped", {})
+        report = BuildReport(
+            self.store.location, name, changed, len(manifest.files), manifest.chunks,
+            0 if changed else manifest.chunks, manifest.chunks if changed else 0,
+            dict(skipped) if isinstance(skipped, dict) else {}, int(str(manifest.stats.get("invalid_utf8", 0))), seconds,
+        )
+        self._notify("build", report)
+        return report
+
+
 @dataclass
 class Repo:
     """One served repository. Thread-safe: tools call it from many worker threads at once."""
@@ -105,7 +152,7 @@ class Repo:
     index_dir: Path
     options: BuildOptions
     searcher: Searcher
-    live: _TrackedLiveIndex
+    live: _TrackedLiveIndex | _MilvusWriter
     watching: bool
     notify: Callable[[str, object], None] = lambda *_: None  # the same events the live index reports
     last_error: str | None = None
@@ -197,6 +244,8 @@ def open_repo(
     root = Path(os.path.realpath(spec.root.expanduser()))
     if not root.is_dir():
         raise ServeError(f"no folder at {spec.root}: pass the repository root with --repo")
+    if spec.milvus_uri:
+        return _open_milvus_repo(spec, root, name, on_event)
     index_dir = (spec.index_dir.expanduser().resolve() if spec.index_dir else default_index_dir(root))
     store = IndexDir(index_dir)
     existed = store.exists()
@@ -233,6 +282,29 @@ def open_repo(
         repo.warm_up()
     if watch and existed:
         repo.catch_up()
+    return repo
+
+
+def _open_milvus_repo(spec: RepoSpec, root: Path, name: str, on_event: EventFn) -> Repo:
+    """A stateless replica: reads the live build of `root` on Milvus; builds nothing at start."""
+    assert spec.milvus_uri is not None
+    store = MilvusStore(spec.milvus_uri, root, spec.milvus_token)
+    searcher = Searcher(store=store)  # NoIndex / StoreUnavailable: one line naming the URI
+    options = options_from_manifest(searcher.manifest)
+    if spec.no_vectors:
+        options = replace(options, embedder=None)
+    holder: list[Repo] = []
+
+    def event(kind: str, value: object) -> None:
+        if holder:
+            holder[0].note(kind, value)
+        on_event(name, kind, value)
+
+    repo = Repo(name, root, default_index_dir(root), options, searcher, _MilvusWriter(root, store, options, event),
+                False, event)
+    holder.append(repo)
+    if options.embedder:
+        repo.warm_up()
     return repo
 
 
