@@ -126,17 +126,36 @@ def sync_tree(source: Path, target: Path) -> int:
         changed += 1
     for rel in sorted(want):
         src, dst = source / rel, target / rel
-        if rel in have and filecmp.cmp(src, dst, shallow=False):
+        if rel in have and _same(src, dst):
             continue
+        _clear_parents(target, dst)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        if dst.is_symlink() or dst.is_dir():
+        if dst.is_symlink() or dst.is_file():
             dst.unlink()
+        elif dst.is_dir():  # a folder in the old tree is a file (or link) in the new one
+            shutil.rmtree(dst)
         shutil.copyfile(src, dst, follow_symlinks=False)
         changed += 1
     for folder in sorted((p for p in target.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
         if not any(folder.iterdir()):
             folder.rmdir()
     return changed
+
+
+def _same(src: Path, dst: Path) -> bool:
+    """Same kind and same bytes; links compare by target, so a link that points nowhere
+    (or a file that became a link between two trees, as astropy's CITATION did) never crashes."""
+    if src.is_symlink() or dst.is_symlink():
+        return src.is_symlink() and dst.is_symlink() and os.readlink(src) == os.readlink(dst)
+    return dst.is_file() and filecmp.cmp(src, dst, shallow=False)
+
+
+def _clear_parents(target: Path, dst: Path) -> None:
+    """Remove files or links that stand where the new tree has a folder above `dst`."""
+    for parent in reversed(dst.relative_to(target).parents[:-1]):
+        where = target / parent
+        if where.is_symlink() or where.is_file():
+            where.unlink()
 
 
 def index_fingerprint(embedder: Embedder) -> str:

@@ -52,16 +52,19 @@ MAX_MATCHES = 3  # a mention matching more files than this is too vague to count
 SIGNALS: Mapping[str, float] = {"chunks": 1.0, "files": 1.0, "title": 1.0, "mentions": 1.0, "definitions": 1.0,
                                 "dense": 1.0}
 
+# A path is looked for only at the start of each run of path characters: searched anywhere, the
+# pattern backtracks cubically on a long run without a dot (4 KB of one word took 50 s).
+_PATH_RUN = re.compile(r"[\w.\-/\\]+")
 _PATH = re.compile(
-    r"[\w.\-/\\]*[\w\-]+\.(?:py|pyx|pxd|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|java|rb|rst|md|txt|cfg|toml|ini|ya?ml|json)\b"
+    r"[\w.\-/\\]*[\w\-]\.(?:py|pyx|pxd|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|java|rb|rst|md|txt|cfg|toml|ini|ya?ml|json)\b"
 )
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _FROM_IMPORT = re.compile(r"\bfrom\s+([\w.]+)\s+import\s+\(?([\w\s,]+)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\(")
-_FENCE = re.compile(r"```.*?(?:```|$)", re.S)
+_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE = re.compile(r"`[^`\n]+`")
-_CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.M)
+_CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _DOC_DIRS = frozenset({"doc", "docs", "example", "examples", "benchmarks", "bench"})
 # Languages of prose and data rather than code (None: the name says nothing, e.g. CHANGES).
@@ -79,7 +82,8 @@ class QueryClues:
 
 
 def extract_clues(query: str) -> QueryClues:
-    paths = tuple(m.group(0).replace("\\", "/").removeprefix("./") for m in _PATH.finditer(query))
+    found = (_PATH.match(run.group(0)) for run in _PATH_RUN.finditer(query) if "." in run.group(0))
+    paths = tuple(m.group(0).replace("\\", "/").removeprefix("./") for m in found if m)
     modules = [m.group(0) for m in _DOTTED.finditer(query)]
     for match in _FROM_IMPORT.finditer(query):
         modules.extend(f"{match.group(1)}.{name}" for name in re.findall(r"\w+", match.group(2)))

@@ -40,7 +40,7 @@ __all__ = ["DEFAULT_MAX_TOKENS", "MAX_K", "MAX_QUERY_BYTES", "RRF_K", "Searcher"
 
 RRF_K = 60
 MAX_K = 50
-MAX_QUERY_BYTES = 4096
+MAX_QUERY_BYTES = 64 * 1024  # a whole bug report with its traceback; one limit for CLI, MCP and chat
 # Token budget of a search's hits when a caller names none (MCP `search_code`, the chat loop):
 # a few hundred tokens is what a 4K-8K context can spare for code each turn.
 DEFAULT_MAX_TOKENS = 600
@@ -378,7 +378,7 @@ def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int
         raise BadQuery("query is empty: say what to look for, e.g. 'where is the config parsed'")
     size = len(query.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise BadQuery(f"query is {size} bytes, over the {max_bytes}-byte limit: shorten it")
+        raise BadQuery(f"query is {size} bytes, over the {max_bytes}-byte ({max_bytes // 1024} KB) limit: shorten it")
     if not 1 <= k <= MAX_K:
         raise BadQuery(f"k={k} is out of range: use 1 to {MAX_K}")
     if mode not in MODES:
