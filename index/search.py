@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +25,11 @@ import numpy as np
 
 from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
+from index.history import History, vote_scores
 from index.hits import merge_hits, pack_hits
 from index.lexical import LexicalIndex
 from index.rank import DENSE_CHUNKS, SIGNALS, FileEvidence, title_of
+from index.ranker import Ranker, load_ranker
 from index.store import ChunkTable, IndexDir, Manifest
 from index.tokenize import terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
@@ -64,6 +66,16 @@ class _Generation:
     lexical: LexicalIndex
     paths: np.ndarray  # path of every chunk id (object array), for glob filters
     files: FileEvidence
+    numbers: dict[str, int]  # file number of every path
+
+
+@dataclass(frozen=True)
+class _Votes:
+    """Past commits like the query, per file: the history signal and the hits' evidence."""
+
+    history: History | None
+    by_path: dict[str, list[tuple[int, float]]]
+    scores: np.ndarray | None
 
 
 def _glob_mask(gen: _Generation, path_glob: str | None) -> np.ndarray | None:
@@ -90,6 +102,7 @@ class Searcher:
         index_dir: Path,
         embedder_loader: Callable[[str], Embedder] | None = None,
         max_query_bytes: int = MAX_QUERY_BYTES,
+        learned: bool = True,
     ) -> None:
         self.store = IndexDir(index_dir)
         self.max_query_bytes = max_query_bytes
@@ -100,6 +113,8 @@ class Searcher:
         self._vectors: tuple[float, VectorIndex] | None = None
         self._embedder: Embedder | None = None
         self._stale: tuple[float, str, int] | None = None
+        self._history: tuple[float, History | None] | None = None
+        self.ranker: Ranker | None = load_ranker() if learned else None
         self.refresh()
 
     def refresh(self) -> None:
@@ -126,7 +141,8 @@ class Searcher:
             if self._gen is not None and self._gen.path == current:
                 table.close()
                 return
-            self._gen = _Generation(current, manifest, table, lexical, paths, files)
+            numbers = {path: i for i, path in enumerate(files.paths)}
+            self._gen = _Generation(current, manifest, table, lexical, paths, files, numbers)
             self._vectors = None
             self._stale = None
 
@@ -149,6 +165,25 @@ class Searcher:
             if self._vectors is None or self._vectors[0] != mtime:
                 self._vectors = (mtime, VectorIndex.load(path))
             return self._vectors[1]
+
+    def history(self) -> History | None:
+        """The index's past commits (index/history.py), reloaded when a re-index rewrites them."""
+        pointer = self.store.path / "history" / "CURRENT"
+        try:
+            mtime = pointer.stat().st_mtime_ns
+        except OSError:
+            return None
+        with self._lock:
+            if self._history is None or self._history[0] != mtime:
+                self._history = (mtime, History.load(self.store.path))
+            return self._history[1]
+
+    def _votes(self, gen: _Generation, query: str) -> _Votes:
+        history = self.history()
+        if history is None:
+            return _Votes(None, {}, None)
+        by_path = history.votes(terms(query))
+        return _Votes(history, by_path, vote_scores(by_path, gen.numbers, len(gen.files.paths)))
 
     def warm(self) -> None:
         """Load the live generation and everything a hybrid search reads from it (vectors, file
@@ -236,27 +271,45 @@ class Searcher:
         dense = [cid for cid, _ in near[:_CANDIDATES]]
         fused = rrf([r for r in (lexical, dense) if r])
         order = sorted(fused, key=lambda c: (-fused[c], c))
+        votes = _Votes(None, {}, None)
         if mode == "hybrid":
-            file_score = _file_scores(gen, query, scores, near, allowed, SIGNALS)
+            votes = self._votes(gen, query)
+            file_score = _file_scores(gen, query, scores, near, allowed, SIGNALS, votes.scores, self.ranker)
             order, fused = _files_first(gen, file_score, scores, order, fused, k)
-        hits = self._hits(gen, order, fused, lexical, dense, k)
+        hits = _with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits, truncated = pack_hits(hits, max_tokens)
         took = (time.perf_counter() - t0) * 1000
         return SearchResult(query, mode, took, tuple(hits), truncated, self.info())
 
     def rank_files(
-        self, query: str, weights: Mapping[str, float] = SIGNALS, path_glob: str | None = None
+        self, query: str, weights: Mapping[str, float] = SIGNALS, path_glob: str | None = None, learned: bool = True
     ) -> list[tuple[str, float]]:
         """Every file with some evidence for `query`, best first, as hybrid search ranks them;
-        `weights` per signal of index/rank.py (0 leaves a signal out)."""
+        `weights` per signal of index/rank.py (0 leaves a signal out); `learned=False`: the fused
+        order without the second stage."""
         _check(query, 1, "hybrid", None, self.max_query_bytes)
         self.refresh()
         gen = self._gen
         assert gen is not None
         allowed = _glob_mask(gen, path_glob)
         scores, near = self._retrieve(gen, query, "hybrid", allowed)
-        file_score = _file_scores(gen, query, scores, near, allowed, weights)
+        ranker = self.ranker if learned else None
+        file_score = _file_scores(gen, query, scores, near, allowed, weights, self._votes(gen, query).scores, ranker)
         return [(gen.files.paths[f], file_score[f]) for f in sorted(file_score, key=lambda f: (-file_score[f], f))]
+
+    def file_features(self, query: str) -> tuple[list[str], np.ndarray]:
+        """The files the second stage re-orders (best fused first) and their feature rows, for
+        training it (bench/train_ranker.py)."""
+        _check(query, 1, "hybrid", None, self.max_query_bytes)
+        self.refresh()
+        gen = self._gen
+        assert gen is not None
+        scores, near = self._retrieve(gen, query, "hybrid", None)
+        title = title_of(query)
+        title_scores = gen.lexical.scores(terms(title)) if title else None
+        _, rows, features = gen.files.candidates(query, scores, title_scores, near, None, SIGNALS,
+                                                 self._votes(gen, query).scores)
+        return [gen.files.paths[f] for f in rows.tolist()], features
 
     def _retrieve(
         self, gen: _Generation, query: str, mode: str, allowed: np.ndarray | None
@@ -319,7 +372,7 @@ def _top(scores: np.ndarray, k: int) -> list[int]:
 
 def _file_scores(
     gen: _Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
-    weights: Mapping[str, float],
+    weights: Mapping[str, float], history: np.ndarray | None = None, ranker: Ranker | None = None,
 ) -> dict[int, float]:
     files = gen.files
     title = title_of(query)
@@ -329,7 +382,16 @@ def _file_scores(
         has_chunks = files.n_chunks > 0
         file_allowed = np.zeros(len(files.paths), dtype=bool)
         file_allowed[has_chunks] = allowed[files.first_chunk[has_chunks]]
-    return files.rank(query, scores, title_scores, near, file_allowed, weights)
+    return files.rank(query, scores, title_scores, near, file_allowed, weights, history, ranker)
+
+
+def _with_evidence(hits: list[Hit], votes: _Votes) -> list[Hit]:
+    """Hits whose file similar past commits touched say so, with the commits to check."""
+    if votes.history is None or not votes.by_path:
+        return hits
+    history = votes.history
+    return [replace(h, evidence=(history.describe(votes.by_path[h.path]),)) if h.path in votes.by_path else h
+            for h in hits]
 
 
 def _files_first(
