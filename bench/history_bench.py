@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -26,7 +27,7 @@ __all__ = ["main"]
 
 def _git(cwd: Path, *args: str) -> None:
     env = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "bench",
-           "GIT_COMMITTER_EMAIL": "b@x", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(cwd)}
+           "GIT_COMMITTER_EMAIL": "b@x", "HOME": str(cwd), "PATH": os.environ.get("PATH", "")}
     subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
 
 

@@ -63,7 +63,7 @@ def _rank(searcher: Searcher, query: str, mode: str) -> tuple[list[str], float]:
     if mode == "hybrid-fused":
         files = [path for path, _ in searcher.rank_files(query, learned=False)]
     else:
-        hits = searcher.search(query, k=MAX_K, mode=mode).hits  # type: ignore[arg-type]
+        hits = searcher.search(query, k=MAX_K, mode=mode).hits
         files = ranked_files([hit.path for hit in hits])
     return files, (time.perf_counter() - started) * 1000
 
