@@ -11,8 +11,13 @@ vectors; see bench/swebench_trees.py), then ranks files for every question with:
   `hybrid` the product's fusion with its file-level signals (index/rank.py);
 - bm25_files: the SWE-bench paper's baseline, BM25 over whole files with a plain word tokenizer
   (bench/bm25_files_baseline.py);
-- hybrid-<signal>: the hybrid file ranking (`Searcher.rank_files`) with one signal left out,
-  to show what each signal contributes.
+- hybrid-fused: the hybrid file ranking without the learned second stage (index/ranker.py): the
+  hand-set fusion of index/rank.py alone;
+- hybrid-<signal>: that fused ranking (`Searcher.rank_files`) with one signal left out, to show
+  what each signal contributes.
+
+Every tree's index gets the git history of its base commit's ancestors (from the mirror; nothing
+later can leak in), as `bridge index` gives a git checkout.
 
 Writes OUT_DIR/swebench.json (every number, per question gold ranks) and OUT_DIR/swebench.md
 (tables for bench/RESULTS.md), and reports where recall@5 is lost: per repository, per query
@@ -34,7 +39,7 @@ from typing import Any
 
 from bench import paths
 from bench.bm25_files_baseline import build_file_index, rank_files
-from bench.swebench_trees import TreeJob, ensure_corpora, plan_jobs, prepare_indexes
+from bench.swebench_trees import TreeJob, ensure_corpora, plan_jobs, prepare_history, prepare_indexes
 from bridge.measure.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
 from index.embed import Embedder, load_embedder
 from index.rank import SIGNALS
@@ -45,8 +50,9 @@ __all__ = ["MODES", "Record", "main", "run_job", "summarize"]
 
 DEFAULT_OUT = paths.OUT
 SEARCH_MODES = ("lexical", "vector", "hybrid")
-ABLATIONS = {f"hybrid-{name}": {**SIGNALS, name: 0.0} for name in SIGNALS}
-MODES = ("bm25_files", *SEARCH_MODES, *ABLATIONS)
+ABLATIONS = {f"hybrid-{name}": {**SIGNALS, name: 0.0} for name in SIGNALS if SIGNALS[name]}
+MODES = ("bm25_files", *SEARCH_MODES, "hybrid-fused", *ABLATIONS)
+KEPT_LISTS = ("bm25_files", "lexical", "vector", "hybrid", "hybrid-fused")  # ranked lists kept in the JSON
 SINGLE = ("bm25_files", "lexical", "vector")  # the single retrievers hybrid must beat
 KEEP = 50  # ranked files kept per question and mode
 LENGTH_BUCKETS = ((0, 500), (500, 1500), (1500, 4000), (4000, None))  # query bytes
@@ -86,10 +92,12 @@ def run_job(job: TreeJob, index_dir: Path, embedder: Embedder) -> list[Record]:
         for mode in SEARCH_MODES:
             result, latency[mode] = _timed(partial(searcher.search, query, k=MAX_K, mode=mode))
             ranked[mode] = tuple(ranked_files([hit.path for hit in result.hits])[:KEEP])
+        order, latency["hybrid-fused"] = _timed(partial(searcher.rank_files, query, learned=False))
+        ranked["hybrid-fused"] = tuple(path for path, _ in order[:KEEP])
         for mode, weights in ABLATIONS.items():
-            order, latency[mode] = _timed(partial(searcher.rank_files, query, weights))
+            order, latency[mode] = _timed(partial(searcher.rank_files, query, weights, learned=False))
             ranked[mode] = tuple(path for path, _ in order[:KEEP])
-        named = {path for path, _ in searcher.rank_files(question.query, {"mentions": 1.0})}
+        named = {path for path, _ in searcher.rank_files(question.query, {"mentions": 1.0}, learned=False)}
         records.append(Record(question, job.name, ranked, latency, bool(named & set(question.gold_files))))
     return records
 
@@ -170,7 +178,7 @@ def _r5_table(by_key: dict[str, dict[str, dict[str, float]]], label: str, modes:
 
 
 def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
-    main_modes = ("bm25_files", "lexical", "vector", "hybrid")
+    main_modes = ("bm25_files", "lexical", "vector", "hybrid-fused", "hybrid")
     t = summary["targets"]
     lines = [
         "## SWE-bench Lite, file-level retrieval",
@@ -209,7 +217,7 @@ def _per_question(records: Sequence[Record]) -> list[dict[str, Any]]:
         {"id": r.question.id, "tree": r.tree, "gold_files": list(r.question.gold_files),
          "query_bytes": len(r.question.query.encode()), "gold_named": r.gold_named,
          "gold_rank": {mode: _gold_rank(r, mode) for mode in MODES},
-         "top5": {mode: list(r.ranked[mode][:5]) for mode in ("hybrid", "lexical")}}
+         "ranked": {mode: list(r.ranked[mode]) for mode in KEPT_LISTS}}
         for r in records
     ]
 
@@ -239,6 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ensure_corpora(jobs, args.questions, args.corpora, args.mirrors, progress)
     embedder = load_embedder(args.embedder, cache_dir=default_home() / "models")
     indexes, built = prepare_indexes(jobs, args.work, embedder, progress, args.embedder)
+    prepare_history(jobs, indexes, args.mirrors, progress)
     build_seconds = time.perf_counter() - started
     progress(f"{len(jobs)} trees indexed ({len(built)} built now, {len(jobs) - len(built)} kept from an earlier run)")
     if args.build_only:

@@ -29,6 +29,7 @@ from bench import paths
 from bridge.measure.evaluate import Question
 from index.build import BuildOptions, build_index, fill_vectors
 from index.embed import Embedder
+from index.history import History, update_from_git
 from index.store import IndexDir
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ensure_corpora",
     "index_fingerprint",
     "plan_jobs",
+    "prepare_history",
     "prepare_indexes",
     "sync_tree",
     "tree_name",
@@ -126,17 +128,36 @@ def sync_tree(source: Path, target: Path) -> int:
         changed += 1
     for rel in sorted(want):
         src, dst = source / rel, target / rel
-        if rel in have and filecmp.cmp(src, dst, shallow=False):
+        if rel in have and _same(src, dst):
             continue
+        _clear_parents(target, dst)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        if dst.is_symlink() or dst.is_dir():
+        if dst.is_symlink() or dst.is_file():
             dst.unlink()
+        elif dst.is_dir():  # a folder in the old tree is a file (or link) in the new one
+            shutil.rmtree(dst)
         shutil.copyfile(src, dst, follow_symlinks=False)
         changed += 1
     for folder in sorted((p for p in target.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
         if not any(folder.iterdir()):
             folder.rmdir()
     return changed
+
+
+def _same(src: Path, dst: Path) -> bool:
+    """Same kind and same bytes; links compare by target, so a link that points nowhere
+    (or a file that became a link between two trees, as astropy's CITATION did) never crashes."""
+    if src.is_symlink() or dst.is_symlink():
+        return src.is_symlink() and dst.is_symlink() and os.readlink(src) == os.readlink(dst)
+    return dst.is_file() and filecmp.cmp(src, dst, shallow=False)
+
+
+def _clear_parents(target: Path, dst: Path) -> None:
+    """Remove files or links that stand where the new tree has a folder above `dst`."""
+    for parent in reversed(dst.relative_to(target).parents[:-1]):
+        where = target / parent
+        if where.is_symlink() or where.is_file():
+            where.unlink()
 
 
 def index_fingerprint(embedder: Embedder) -> str:
@@ -190,7 +211,8 @@ def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: Embedder,
             (live_index / DONE_MARKER).write_text(fingerprint, encoding="utf-8")
         started = time.perf_counter()
         changed = sync_tree(job.tree, live)
-        build = build_index(live, live_index, BuildOptions(embedder=spec, lock_timeout=600))
+        # history comes from the mirror, limited to the base commit's ancestors (prepare_history)
+        build = build_index(live, live_index, BuildOptions(embedder=spec, lock_timeout=600, history=False))
         fill = fill_vectors(live_index, embedder=embedder, cache_path=work / "embeddings" / f"{short}.sqlite")
         if not fill.complete:
             raise RuntimeError(f"vectors of {job.name} are incomplete ({fill.embedded_chunks}/{fill.chunks})")
@@ -199,3 +221,17 @@ def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: Embedder,
         progress(f"[{number}/{len(jobs)}] {job.name}: {changed} files synced, {build.chunks} chunks "
                  f"({build.new_chunks} new, {fill.newly_embedded} embedded) in {time.perf_counter() - started:.1f}s")
     return kept, built
+
+
+def prepare_history(jobs: Sequence[TreeJob], kept: dict[str, Path], mirrors: Path, progress: Progress) -> list[str]:
+    """Give every kept index the git history of its base commit's ancestors, read from the mirror:
+    the commits after the base (among them the fix) never reach the index. Returns trees done now."""
+    done = []
+    for job in jobs:
+        gitdir = mirrors / job.repo.replace("/", "+") / "repo"
+        if History.load(kept[job.name]) is not None or not gitdir.is_dir():
+            continue
+        report = update_from_git(gitdir, job.commit, kept[job.name])
+        done.append(job.name)
+        progress(f"{job.name}: history of {report.commits} commits in {report.seconds:.1f}s")
+    return done

@@ -24,6 +24,7 @@ import numpy as np
 from index.chunk import chunk_file
 from index.discover import discover
 from index.errors import EmptyRepository, IndexingError, IndexWriteError
+from index.history import remove_history, update_history
 from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
 from index.store import ChunkTable, FileEntry, IndexDir, Manifest, default_home, write_chunks
 from index.tokenize import path_terms, terms
@@ -47,6 +48,7 @@ class BuildOptions:
     overlap_lines: int = 3
     embedder: str | None = "minilm"  # spec for index.embed.load_embedder; None: lexical only
     rebuild: bool = False  # ignore the previous generation's chunks
+    history: bool = True  # index the git history as evidence (index/history.py); off: none is kept
     lock_timeout: float = 10.0
 
     def chunking(self) -> dict[str, int]:
@@ -96,6 +98,7 @@ def build_index(
             raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
         previous = _previous(store, root, options)
         if previous is not None and _unchanged(previous[0], found.files, options):
+            seconds["history"] = _update_history(root, index_dir, options)
             gen = store.current()
             return BuildReport(
                 str(index_dir), gen.name, False, len(found.files), previous[0].chunks, previous[0].chunks, 0,
@@ -131,11 +134,22 @@ def build_index(
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
         seconds["write"] = time.perf_counter() - t
+        seconds["history"] = _update_history(root, index_dir, options)
         on_progress(Progress("write", 1, 1))
         return BuildReport(
             str(index_dir), gen.name, True, len(found.files), len(chunks), reused, len(chunks) - reused,
             found.skipped, found.invalid_utf8, seconds,
         )
+
+
+def _update_history(root: Path, index_dir: Path, options: BuildOptions) -> float:
+    """Seconds spent bringing the commit history up to date (or removing it when turned off)."""
+    t = time.perf_counter()
+    if options.history:
+        update_history(root, index_dir)
+    else:
+        remove_history(index_dir)
+    return time.perf_counter() - t
 
 
 @contextlib.contextmanager

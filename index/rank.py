@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from index.languages import language_for
+from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row
 
 __all__ = [
     "AUXILIARY_FACTOR",
@@ -49,19 +50,24 @@ RRF_K = 60
 AUXILIARY_FACTOR = 0.5
 DENSE_CHUNKS = 1000  # nearest chunks looked at for the dense file ranking
 MAX_MATCHES = 3  # a mention matching more files than this is too vague to count
+# "history" (index/history.py) has no hand-set weight: it reaches the order only through the
+# learned second stage (index/ranker.py), which measured what it is worth.
 SIGNALS: Mapping[str, float] = {"chunks": 1.0, "files": 1.0, "title": 1.0, "mentions": 1.0, "definitions": 1.0,
-                                "dense": 1.0}
+                                "dense": 1.0, "history": 0.0}
 
+# A path is looked for only at the start of each run of path characters: searched anywhere, the
+# pattern backtracks cubically on a long run without a dot (4 KB of one word took 50 s).
+_PATH_RUN = re.compile(r"[\w.\-/\\]+")
 _PATH = re.compile(
-    r"[\w.\-/\\]*[\w\-]+\.(?:py|pyx|pxd|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|java|rb|rst|md|txt|cfg|toml|ini|ya?ml|json)\b"
+    r"[\w.\-/\\]*[\w\-]\.(?:py|pyx|pxd|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|java|rb|rst|md|txt|cfg|toml|ini|ya?ml|json)\b"
 )
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _FROM_IMPORT = re.compile(r"\bfrom\s+([\w.]+)\s+import\s+\(?([\w\s,]+)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\(")
-_FENCE = re.compile(r"```.*?(?:```|$)", re.S)
+_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE = re.compile(r"`[^`\n]+`")
-_CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.M)
+_CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _DOC_DIRS = frozenset({"doc", "docs", "example", "examples", "benchmarks", "bench"})
 # Languages of prose and data rather than code (None: the name says nothing, e.g. CHANGES).
@@ -79,7 +85,8 @@ class QueryClues:
 
 
 def extract_clues(query: str) -> QueryClues:
-    paths = tuple(m.group(0).replace("\\", "/").removeprefix("./") for m in _PATH.finditer(query))
+    found = (_PATH.match(run.group(0)) for run in _PATH_RUN.finditer(query) if "." in run.group(0))
+    paths = tuple(m.group(0).replace("\\", "/").removeprefix("./") for m in found if m)
     modules = [m.group(0) for m in _DOTTED.finditer(query)]
     for match in _FROM_IMPORT.finditer(query):
         modules.extend(f"{match.group(1)}.{name}" for name in re.findall(r"\w+", match.group(2)))
@@ -150,6 +157,7 @@ class FileEvidence:
         self._suffixes: dict[str, list[int]] | None = None
         self._definitions: dict[str, frozenset[int]] | None = None
         self._auxiliary: frozenset[int] | None = None
+        self._facts: np.ndarray | None = None
 
     def rank(
         self,
@@ -159,18 +167,62 @@ class FileEvidence:
         dense: Sequence[tuple[int, float]],
         allowed: np.ndarray | None = None,
         weights: Mapping[str, float] = SIGNALS,
+        history: np.ndarray | None = None,
+        ranker: Ranker | None = None,
     ) -> dict[int, float]:
-        """Fused score of every file with some evidence (`allowed`: a mask over files)."""
-        rankings = self.rankings(query, chunk_scores, title_scores, dense)
+        """Score of every file with some evidence (`allowed`: a mask over files; `history`: summed
+        past-commit votes per file). With a `ranker`, the RERANK best files by fused score are
+        re-ordered by it and scored above the rest (scores in (1, 2]); the rest keep the fused
+        order (scores in (0, 1])."""
+        fused, rows, features = self.candidates(query, chunk_scores, title_scores, dense, allowed, weights, history)
+        if ranker is None or not fused:
+            return fused
+        learned = ranker.scores(features)
+        out = dict(zip(rows.tolist(), (np.exp(learned - learned.max()) + 1.0).tolist()))
+        top = max(fused.values())
+        out.update((f, fused[f] / top) for f in fused if f not in out)
+        return out
+
+    def candidates(
+        self,
+        query: str,
+        chunk_scores: np.ndarray,
+        title_scores: np.ndarray | None,
+        dense: Sequence[tuple[int, float]],
+        allowed: np.ndarray | None = None,
+        weights: Mapping[str, float] = SIGNALS,
+        history: np.ndarray | None = None,
+    ) -> tuple[dict[int, float], np.ndarray, np.ndarray]:
+        """(fused score of every file with evidence, the RERANK best of them, their FEATURES rows)."""
+        values = self.values(query, chunk_scores, title_scores, dense, history)
+        rankings = {name: _order(v, np.isfinite(v) if name == "dense" else None) for name, v in values.items()}
         if allowed is not None:
             rankings = {name: [i for i in order if allowed[i]] for name, order in rankings.items()}
         demoted = self.auxiliary() - frozenset(rankings["mentions"])
-        return fuse(rankings, weights, demoted, AUXILIARY_FACTOR)
+        fused = fuse(rankings, weights, demoted, AUXILIARY_FACTOR)
+        n = len(self.paths)
+        rows = np.asarray(sorted(fused, key=lambda f: (-fused[f], f))[:RERANK], dtype=np.int64)
+        dense_values = values["dense"]
+        features = feature_matrix(
+            rows, rankings, {**values, "dense": np.where(np.isfinite(dense_values), np.maximum(dense_values, 0.0), 0.0)},
+            _dense_array(fused, n), _mask(rankings["mentions"], n), _mask(demoted, n),
+            values["history"], self.path_facts(),
+        )
+        return fused, rows, features
 
     def rankings(
-        self, query: str, chunk_scores: np.ndarray, title_scores: np.ndarray | None, dense: Sequence[tuple[int, float]]
+        self, query: str, chunk_scores: np.ndarray, title_scores: np.ndarray | None, dense: Sequence[tuple[int, float]],
+        history: np.ndarray | None = None,
     ) -> dict[str, list[int]]:
         """Each signal's file ranking (file numbers, best first)."""
+        values = self.values(query, chunk_scores, title_scores, dense, history)
+        return {name: _order(v, np.isfinite(v) if name == "dense" else None) for name, v in values.items()}
+
+    def values(
+        self, query: str, chunk_scores: np.ndarray, title_scores: np.ndarray | None, dense: Sequence[tuple[int, float]],
+        history: np.ndarray | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Each signal's value per file (0, or -inf for dense, where it has no evidence)."""
         n = len(self.paths)
         best, total = self._per_file(chunk_scores, np.maximum), self._per_file(chunk_scores, np.add)
         title = self._per_file(title_scores, np.maximum) if title_scores is not None else np.zeros(n)
@@ -181,13 +233,30 @@ class FileEvidence:
             np.maximum.at(near, self.chunk_file[ids], similarity)
         clues = extract_clues(query)
         return {
-            "chunks": _order(best),
-            "files": _order(total / self._sqrt_counts),
-            "title": _order(title),
-            "mentions": self.mentioned(clues),
-            "definitions": self.defining(clues),
-            "dense": _order(near, np.isfinite(near)),  # cosines may be negative
+            "chunks": best,
+            "files": total / self._sqrt_counts,
+            "title": title,
+            "mentions": _spread(self.mentioned(clues), n),
+            "definitions": self._defining_scores(clues),
+            "dense": near,  # cosines may be negative
+            "history": history if history is not None else np.zeros(n),
         }
+
+    def path_facts(self) -> np.ndarray:
+        """PATH_FACTS of index/ranker.py for every file (built once)."""
+        with self._lock:
+            if self._facts is None:
+                self._facts = self._path_fact_matrix()
+            return self._facts
+
+    def _path_fact_matrix(self) -> np.ndarray:
+        rows = []
+        for path, count in zip(self.paths, self.n_chunks.tolist()):
+            parts = path.lower().split("/")
+            test = any(p in _TEST_DIRS for p in parts[:-1]) or parts[-1].startswith("test_") or parts[-1] == "conftest.py"
+            rows.append(path_fact_row(path, is_auxiliary(path), test, parts[0] in _DOC_DIRS,
+                                      language_for(path) in _NOT_CODE, int(count)))
+        return np.asarray(rows, dtype=np.float64).reshape(len(self.paths), -1)
 
     def _per_file(self, chunk_values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
         out = np.zeros(len(self.paths))
@@ -216,8 +285,12 @@ class FileEvidence:
 
     def defining(self, clues: QueryClues) -> list[int]:
         """Files defining the question's identifiers, by the summed idf of the names they define."""
+        return _order(self._defining_scores(clues))
+
+    def _defining_scores(self, clues: QueryClues) -> np.ndarray:
+        out = np.zeros(len(self.paths))
         if not clues.identifiers:
-            return []
+            return out
         definitions = self._definition_table()
         score: dict[int, float] = {}
         for name in clues.identifiers:
@@ -227,7 +300,9 @@ class FileEvidence:
             idf = math.log(len(self.paths) / len(where))
             for i in where:
                 score[i] = score.get(i, 0.0) + idf
-        return sorted((i for i in score if score[i] > 0), key=lambda i: (-score[i], i))
+        for i, value in score.items():
+            out[i] = value
+        return out
 
     def prepare(self) -> None:
         """Build every lookup table now rather than on first use."""
@@ -272,3 +347,23 @@ def _suffix_matches(mention: str, by_suffix: Mapping[str, Sequence[int]]) -> Seq
         if found:
             return found if len(found) <= MAX_MATCHES else ()
     return ()
+
+
+def _spread(order: Sequence[int], n: int) -> np.ndarray:
+    """Values that reproduce `order` under _order: n, n-1, ... for the files in it, 0 elsewhere."""
+    out = np.zeros(n)
+    out[np.asarray(order, dtype=np.int64)] = np.arange(n, n - len(order), -1, dtype=np.float64)
+    return out
+
+
+def _mask(files: Sequence[int] | frozenset[int], n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[np.fromiter(files, dtype=np.int64, count=len(files))] = True
+    return out
+
+
+def _dense_array(scores: Mapping[int, float], n: int) -> np.ndarray:
+    out = np.zeros(n)
+    for i, value in scores.items():
+        out[i] = value
+    return out

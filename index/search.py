@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,8 +24,10 @@ import numpy as np
 
 from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
+from index.history import History, vote_scores
 from index.hits import merge_hits, pack_hits
 from index.rank import DENSE_CHUNKS, SIGNALS, title_of
+from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
 from index.store import Manifest
 from index.tokenize import terms
@@ -37,7 +40,7 @@ __all__ = ["DEFAULT_MAX_TOKENS", "MAX_K", "MAX_QUERY_BYTES", "RRF_K", "Searcher"
 
 RRF_K = 60
 MAX_K = 50
-MAX_QUERY_BYTES = 4096
+MAX_QUERY_BYTES = 64 * 1024  # a whole bug report with its traceback; one limit for CLI, MCP and chat
 # Token budget of a search's hits when a caller names none (MCP `search_code`, the chat loop):
 # a few hundred tokens is what a 4K-8K context can spare for code each turn.
 DEFAULT_MAX_TOKENS = 600
@@ -51,6 +54,15 @@ def rrf(rankings: list[list[int]]) -> dict[int, float]:
         for rank, cid in enumerate(ranking, 1):
             fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank)
     return fused
+
+
+@dataclass(frozen=True)
+class _Votes:
+    """Past commits like the query, per file: the history signal and the hits' evidence."""
+
+    history: History | None
+    by_path: dict[str, list[tuple[int, float]]]
+    scores: np.ndarray | None
 
 
 def _glob_mask(gen: Generation, path_glob: str | None) -> np.ndarray | None:
@@ -78,6 +90,7 @@ class Searcher:
         embedder_loader: Callable[[str], Embedder] | None = None,
         max_query_bytes: int = MAX_QUERY_BYTES,
         store: Store | None = None,
+        learned: bool = True,
     ) -> None:
         if store is None:
             if index_dir is None:
@@ -91,6 +104,9 @@ class Searcher:
         self._gen: Generation | None = None
         self._embedder: Embedder | None = None
         self._stale: tuple[float, str, int] | None = None
+        self._history: tuple[float, History | None] | None = None
+        self._numbers: dict[str, int] = {}
+        self.ranker: Ranker | None = load_ranker() if learned else None
         self.refresh()
 
     def refresh(self) -> None:
@@ -108,6 +124,7 @@ class Searcher:
                 gen.close()
                 return
             self._gen = gen
+            self._numbers = {path: i for i, path in enumerate(gen.files.paths)}
             self._stale = None
 
     @property
@@ -118,6 +135,30 @@ class Searcher:
     @property
     def root(self) -> Path:
         return Path(self.manifest.root)
+
+    def history(self) -> History | None:
+        """The index's past commits (index/history.py), reloaded when a re-index rewrites them.
+
+        Only a local index folder keeps history; a Milvus store has none (the signal is then absent)."""
+        folder = getattr(self.store, "path", None)
+        if not isinstance(folder, Path):
+            return None
+        pointer = folder / "history" / "CURRENT"
+        try:
+            mtime = pointer.stat().st_mtime_ns
+        except OSError:
+            return None
+        with self._lock:
+            if self._history is None or self._history[0] != mtime:
+                self._history = (mtime, History.load(folder))
+            return self._history[1]
+
+    def _votes(self, gen: Generation, query: str) -> _Votes:
+        history = self.history()
+        if history is None:
+            return _Votes(None, {}, None)
+        by_path = history.votes(terms(query))
+        return _Votes(history, by_path, vote_scores(by_path, self._numbers, len(gen.files.paths)))
 
     def warm(self) -> None:
         """Load the live generation and everything a hybrid search reads from it (vectors, file
@@ -205,27 +246,45 @@ class Searcher:
         dense = [cid for cid, _ in near[:_CANDIDATES]]
         fused = rrf([r for r in (lexical, dense) if r])
         order = sorted(fused, key=lambda c: (-fused[c], c))
+        votes = _Votes(None, {}, None)
         if mode == "hybrid":
-            file_score = _file_scores(gen, query, scores, near, allowed, SIGNALS)
+            votes = self._votes(gen, query)
+            file_score = _file_scores(gen, query, scores, near, allowed, SIGNALS, votes.scores, self.ranker)
             order, fused = _files_first(gen, file_score, scores, order, fused, k)
-        hits = self._hits(gen, order, fused, lexical, dense, k)
+        hits = _with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits, truncated = pack_hits(hits, max_tokens)
         took = (time.perf_counter() - t0) * 1000
         return SearchResult(query, mode, took, tuple(hits), truncated, self.info())
 
     def rank_files(
-        self, query: str, weights: Mapping[str, float] = SIGNALS, path_glob: str | None = None
+        self, query: str, weights: Mapping[str, float] = SIGNALS, path_glob: str | None = None, learned: bool = True
     ) -> list[tuple[str, float]]:
         """Every file with some evidence for `query`, best first, as hybrid search ranks them;
-        `weights` per signal of index/rank.py (0 leaves a signal out)."""
+        `weights` per signal of index/rank.py (0 leaves a signal out); `learned=False`: the fused
+        order without the second stage."""
         _check(query, 1, "hybrid", None, self.max_query_bytes)
         self.refresh()
         gen = self._gen
         assert gen is not None
         allowed = _glob_mask(gen, path_glob)
         scores, near = self._retrieve(gen, query, "hybrid", allowed)
-        file_score = _file_scores(gen, query, scores, near, allowed, weights)
+        ranker = self.ranker if learned else None
+        file_score = _file_scores(gen, query, scores, near, allowed, weights, self._votes(gen, query).scores, ranker)
         return [(gen.files.paths[f], file_score[f]) for f in sorted(file_score, key=lambda f: (-file_score[f], f))]
+
+    def file_features(self, query: str) -> tuple[list[str], np.ndarray]:
+        """The files the second stage re-orders (best fused first) and their feature rows, for
+        training it (bench/train_ranker.py)."""
+        _check(query, 1, "hybrid", None, self.max_query_bytes)
+        self.refresh()
+        gen = self._gen
+        assert gen is not None
+        scores, near = self._retrieve(gen, query, "hybrid", None)
+        title = title_of(query)
+        title_scores = gen.bm25(terms(title), None) if title else None
+        _, rows, features = gen.files.candidates(query, scores, title_scores, near, None, SIGNALS,
+                                                 self._votes(gen, query).scores)
+        return [gen.files.paths[f] for f in rows.tolist()], features
 
     def _retrieve(
         self, gen: Generation, query: str, mode: str, allowed: np.ndarray | None
@@ -288,7 +347,7 @@ def _top(scores: np.ndarray, k: int) -> list[int]:
 
 def _file_scores(
     gen: Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
-    weights: Mapping[str, float],
+    weights: Mapping[str, float], history: np.ndarray | None = None, ranker: Ranker | None = None,
 ) -> dict[int, float]:
     files = gen.files
     title = title_of(query)
@@ -298,7 +357,16 @@ def _file_scores(
         has_chunks = files.n_chunks > 0
         file_allowed = np.zeros(len(files.paths), dtype=bool)
         file_allowed[has_chunks] = allowed[files.first_chunk[has_chunks]]
-    return files.rank(query, scores, title_scores, near, file_allowed, weights)
+    return files.rank(query, scores, title_scores, near, file_allowed, weights, history, ranker)
+
+
+def _with_evidence(hits: list[Hit], votes: _Votes) -> list[Hit]:
+    """Hits whose file similar past commits touched say so, with the commits to check."""
+    if votes.history is None or not votes.by_path:
+        return hits
+    history = votes.history
+    return [replace(h, evidence=(history.describe(votes.by_path[h.path]),)) if h.path in votes.by_path else h
+            for h in hits]
 
 
 def _files_first(
@@ -336,7 +404,7 @@ def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int
         raise BadQuery("query is empty: say what to look for, e.g. 'where is the config parsed'")
     size = len(query.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise BadQuery(f"query is {size} bytes, over the {max_bytes}-byte limit: shorten it")
+        raise BadQuery(f"query is {size} bytes, over the {max_bytes}-byte ({max_bytes // 1024} KB) limit: shorten it")
     if not 1 <= k <= MAX_K:
         raise BadQuery(f"k={k} is out of range: use 1 to {MAX_K}")
     if mode not in MODES:

@@ -48,6 +48,7 @@ class Hit:
     language: str | None
     text: str
     tokens: int
+    evidence: tuple[str, ...] = ()  # why its file ranks, checkable (e.g. similar past commits)
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ def index_cmd(
         "minilm", "--embedder", help="minilm (bundled all-MiniLM-L6-v2), static (fast), or a sentence-transformers folder."
     ),
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild from scratch, ignoring the previous index."),
+    no_history: bool = typer.Option(False, "--no-history", help="Leave the git history out (no past-commit evidence)."),
     max_file_bytes: int = typer.Option(1024 * 1024, "--max-file-bytes", min=1, help="Skip files larger than this."),
     exclude: list[str] = typer.Option([], "--exclude", help="Extra gitignore-style pattern to skip (repeatable)."),
     include: list[str] = typer.Option([], "--include", help="Pattern that overrides the secret-file rules (repeatable)."),
@@ -64,6 +65,7 @@ def index_cmd(
         selection=Selection(max_file_bytes=max_file_bytes, exclude=tuple(exclude), include=tuple(include)),
         embedder=None if no_vectors else _embedder_spec(embedder),
         rebuild=rebuild,
+        history=not no_history,
     )
     if milvus_uri:
         if watch:
@@ -161,6 +163,8 @@ def search_cmd(
         ranks = f"lexical #{hit.lexical_rank or '-'}, vector #{hit.vector_rank or '-'}"
         symbol = f"  {hit.symbol}" if hit.symbol else ""
         console.print(f"[bold]{n}. {hit.path}:{hit.start_line}-{hit.end_line}[/]{symbol}  ({hit.score:.4f}; {ranks})", markup=True)
+        for line in hit.evidence:
+            console.print(f"  {line}", markup=False, highlight=False)
         console.print(hit.text, markup=False, highlight=False)
         console.print()
     note = " (last hit cut to fit --max-tokens)" if result.truncated else ""

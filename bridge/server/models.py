@@ -38,6 +38,8 @@ class HitModel(BaseModel):
     language: str | None
     text: str = Field(description="Exactly lines start_line..end_line of the file as indexed.")
     tokens: int = Field(description="Estimated llama BPE tokens of `text` (errs high).")
+    evidence: list[str] = Field(default_factory=list, description="Why its file ranks, checkable: e.g. "
+                                "'3 similar past commits: <sha> <subject>; ...' (hybrid, git repositories).")
 
 
 class IndexInfoModel(BaseModel):

@@ -50,16 +50,23 @@ def _freshness(info: IndexInfoModel, reindexing: bool = False, vectors: bool = T
     return ", ".join(parts)
 
 
+def _quoted(query: str, keep: int = 120) -> str:
+    """The query as repr, its first line only when long: a pasted report must not be echoed whole."""
+    first = query.strip().splitlines()[0] if query.strip() else query
+    return repr(first[:keep] + ("…" if len(first) > keep or first != query.strip() else ""))
+
+
 def render_search(result: SearchCodeResult, repo: str, reindexing: bool = False, vectors: bool = True) -> str:
     tokens = sum(h.tokens for h in result.hits)
     cut = " (cut to fit max_tokens)" if result.truncated else ""
     lines = [
-        f"{len(result.hits)} hits for {result.query!r} in {repo} ({result.mode}, {tokens} tokens{cut}); "
+        f"{len(result.hits)} hits for {_quoted(result.query)} in {repo} ({result.mode}, {tokens} tokens{cut}); "
         f"{_freshness(result.index, reindexing, vectors)}"
     ]
     for hit in result.hits:
         symbol = f"  {hit.symbol}" if hit.symbol else ""
-        lines.append(f"\n{hit.path}:{hit.start_line}-{hit.end_line}{symbol}\n{fence(hit.text, hit.language)}")
+        why = "".join(f"\n{line}" for line in hit.evidence)
+        lines.append(f"\n{hit.path}:{hit.start_line}-{hit.end_line}{symbol}{why}\n{fence(hit.text, hit.language)}")
     if not result.hits:
         lines.append("No matches: try other words, mode='lexical' for exact names, or a wider path_glob.")
     return "\n".join(lines)

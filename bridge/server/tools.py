@@ -79,7 +79,8 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
             return _answer(lambda: work(repos.get(name)))
 
     def search_code(
-        query: Annotated[str, Field(description="What to look for: identifiers, error text, or a description (≤ 4 KB).")],
+        query: Annotated[str, Field(description="What to look for: identifiers, error text, a description, "
+                                            "or a whole bug report (≤ 64 KB).")],
         k: Annotated[int, Field(description="Number of hits.", json_schema_extra={"minimum": 1, "maximum": ops.MAX_K})] = 5,
         max_tokens: Budget = DEFAULT_MAX_TOKENS,
         path_glob: Annotated[

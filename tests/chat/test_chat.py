@@ -162,10 +162,10 @@ def test_a_question_too_long_for_the_context_fails_before_any_search() -> None:
     assert spy.queries == []
 
 
-def test_a_very_long_question_is_searched_by_its_first_4_kb() -> None:
+def test_a_pasted_report_over_4_kb_is_searched_whole() -> None:
     spy = SpyRetriever()
     session(spy, FakeRuntime(n_ctx=8192)).ask("é" * 3000)
-    assert len(spy.queries[0].encode("utf-8")) == 4096
+    assert len(spy.queries[0].encode("utf-8")) == 6000
 
 
 def test_a_kv_budget_caps_the_prompt_and_is_reported(retriever: McpRetriever) -> None:

@@ -30,7 +30,7 @@ def test_index_then_search_prints_the_promised_json(repo: Path, tmp_path: Path) 
     assert set(data["index"]) == {"root", "files", "chunks", "embedded_chunks", "built_at", "stale_files"}
     hit = data["hits"][0]
     assert set(hit) == {"path", "start_line", "end_line", "score", "lexical_rank", "vector_rank", "symbol",
-                        "language", "text", "tokens"}
+                        "language", "text", "tokens", "evidence"}
     assert hit["path"] == "src/config.py"
     lines = (repo / hit["path"]).read_text().splitlines()
     assert hit["text"] == "\n".join(lines[hit["start_line"] - 1 : hit["end_line"]])

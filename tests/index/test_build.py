@@ -87,7 +87,7 @@ def test_path_glob_keeps_only_matching_files(repo: Path, tmp_path: Path) -> None
         ({"query": "  "}, "query is empty"),
         ({"query": "x", "k": 0}, "out of range"),
         ({"query": "x", "k": 51}, "out of range"),
-        ({"query": "x" * 5000}, "over the 4096-byte limit"),
+        ({"query": "x" * 70000}, r"over the 65536-byte \(64 KB\) limit"),
         ({"query": "x", "mode": "fuzzy"}, "is unknown"),
         ({"query": "x", "max_tokens": 0}, "out of range"),
     ],

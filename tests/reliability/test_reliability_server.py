@@ -274,7 +274,7 @@ def test_a_tool_argument_just_under_the_size_limit_is_a_tool_error_not_a_crash(
     headers = {**ACCEPT, "Authorization": f"Bearer {TOKEN}", "mcp-session-id": session}
     response = httpx.post(server.url, json=call, headers=headers, timeout=60)
     assert response.status_code == 200
-    assert '"isError":true' in response.text and "over the 4096-byte limit" in response.text
+    assert '"isError":true' in response.text and "over the 65536-byte (64 KB) limit" in response.text
     _still_serves(server)
 
 

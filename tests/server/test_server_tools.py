@@ -46,7 +46,8 @@ def test_search_code_gives_the_cli_json_shape_and_a_path_header_before_the_code(
     assert set(data["index"]) == {"root", "files", "chunks", "embedded_chunks", "built_at", "stale_files"}
     top = data["hits"][0]
     assert set(top) == {
-        "path", "start_line", "end_line", "score", "lexical_rank", "vector_rank", "symbol", "language", "text", "tokens"
+        "path", "start_line", "end_line", "score", "lexical_rank", "vector_rank", "symbol", "language", "text", "tokens",
+        "evidence",
     }
     assert top["path"] == "src/config.py"
     text = text_of(result)
@@ -75,7 +76,7 @@ def test_search_code_path_glob_keeps_only_matching_paths(server: object) -> None
         ({"query": "x", "max_tokens": 0}, "max_tokens=0 is out of range: use 1 to 20000"),
         ({"query": "x", "max_tokens": 20001}, "max_tokens=20001 is out of range: use 1 to 20000"),
         ({"query": "   "}, "query is empty"),
-        ({"query": "é" * 2049}, "over the 4096-byte limit"),
+        ({"query": "é" * 32769}, "over the 65536-byte (64 KB) limit"),
         ({"query": "x", "mode": "fuzzy"}, "mode='fuzzy' is unknown: use hybrid, lexical or vector"),
         ({"query": "x", "repo": "elsewhere"}, "unknown repo 'elsewhere'"),
         ({"query": "x", "mode": "vector"}, "no vectors"),
@@ -89,8 +90,8 @@ def test_search_code_refuses_bad_arguments_with_a_message_that_says_what_to_chan
     assert message in text_of(result)
 
 
-def test_a_query_of_exactly_4096_bytes_is_accepted(server: object) -> None:
-    assert not call_tool(server, "search_code", {"query": "a" * 4096}).is_error
+def test_a_query_of_exactly_64_kb_is_accepted(server: object) -> None:
+    assert not call_tool(server, "search_code", {"query": "a" * 65536}).is_error
 
 
 def test_read_file_returns_the_asked_lines_with_a_path_header(server: object) -> None:

@@ -1,0 +1,72 @@
+"""What indexing the git history costs: a first index and a one-commit re-index, with and without it.
+
+    python -m bench.history_bench GIT_REPO [--commit SHA] [--work DIR]
+
+Clones GIT_REPO (sharing its objects; the source is not written) into WORK, checks out --commit
+(default: its HEAD), then times `build_index` (lexical only, so history's share is the largest it
+can be) with history off and on, and after one new commit touching one file, the incremental
+re-index with history on; prints one Markdown table and writes WORK/history_bench.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from index.build import BuildOptions, build_index
+from index.history import History
+
+__all__ = ["main"]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    env = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "bench",
+           "GIT_COMMITTER_EMAIL": "b@x", "HOME": str(cwd), "PATH": os.environ.get("PATH", "")}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def _timed_build(root: Path, index_dir: Path, history: bool) -> tuple[float, float]:
+    started = time.perf_counter()
+    report = build_index(root, index_dir, BuildOptions(embedder=None, history=history))
+    return time.perf_counter() - started, report.seconds.get("history", 0.0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repo", type=Path)
+    parser.add_argument("--commit", default="HEAD")
+    parser.add_argument("--work", type=Path, required=True)
+    args = parser.parse_args(argv)
+    checkout = args.work / "checkout"
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(args.repo), str(checkout)], check=True)
+    _git(checkout, "checkout", "-q", "--detach", args.commit)
+    off, _ = _timed_build(checkout, args.work / "index-off", history=False)
+    on, history_first = _timed_build(checkout, args.work / "index-on", history=True)
+    loaded = History.load(args.work / "index-on")
+    target = next(p for p in sorted(checkout.rglob("*.py")) if ".git" not in p.parts)
+    target.write_text(target.read_text(encoding="utf-8") + "\n# touched by bench/history_bench.py\n", encoding="utf-8")
+    _git(checkout, "commit", "-q", "-am", "Touch one file")
+    again, history_again = _timed_build(checkout, args.work / "index-on", history=True)
+    result = {"repo": str(args.repo), "commit": args.commit, "commits": len(loaded.commits) if loaded else 0,
+              "first_off_s": round(off, 2), "first_on_s": round(on, 2), "history_first_s": round(history_first, 2),
+              "added_share": round(history_first / off, 3), "incremental_s": round(again, 2),
+              "history_incremental_s": round(history_again, 3)}
+    (args.work / "history_bench.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print("| repository | commits kept | first index, no history | history part of first index | share "
+          "| re-index after 1 commit | history part of it |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(f"| {args.repo.parent.name} | {result['commits']} | {off:.1f} s | {history_first:.2f} s "
+          f"| {result['added_share']:.0%} | {again:.2f} s | {history_again:.3f} s |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

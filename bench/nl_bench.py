@@ -1,0 +1,145 @@
+"""Natural-language questions about three public codebases: hybrid vs lexical vs vector, file level.
+
+    python -m bench.nl_bench [--questions bench/data/nl_questions.jsonl] [--work DIR] [--out-dir DIR]
+                             [--root NAME=PATH ...]
+
+bench/data/nl_questions.jsonl holds questions written by reading the code of CPython's asyncio
+package, httpx (an installed dependency) and this repository, in words a user would use rather
+than the code's own names; each names its gold file relative to its codebase. The codebases are
+found where Python imports them from (this repository: its own checkout, indexed with its git
+history); `--root NAME=PATH` points one elsewhere. asyncio and httpx are copied first (Python files
+only) so that the index sees them as plain folders.
+
+Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fusion of
+index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The
+second stage was trained on bug reports only, so this set shows whether it costs plain questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bridge.measure.evaluate import Question, QuestionResult, aggregate, ranked_files
+from index.build import BuildOptions, build_index, fill_vectors
+from index.embed import load_embedder
+from index.search import MAX_K, Searcher
+from index.store import default_home
+from index.types import Selection
+
+__all__ = ["main"]
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_QUESTIONS = Path(__file__).resolve().parent / "data" / "nl_questions.jsonl"
+DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+MODES = ("lexical", "vector", "hybrid-fused", "hybrid")
+
+
+def _default_roots() -> dict[str, Path]:
+    return {"asyncio": Path(asyncio.__file__).parent, "httpx": Path(httpx.__file__).parent, "bridge": REPO}
+
+
+def _copy_python(source: Path, target: Path) -> Path:
+    shutil.rmtree(target, ignore_errors=True)
+    for path in source.rglob("*.py"):
+        dest = target / path.relative_to(source)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+    return target
+
+
+def _rank(searcher: Searcher, query: str, mode: str) -> tuple[list[str], float]:
+    started = time.perf_counter()
+    if mode == "hybrid-fused":
+        files = [path for path, _ in searcher.rank_files(query, learned=False)]
+    else:
+        hits = searcher.search(query, k=MAX_K, mode=mode).hits
+        files = ranked_files([hit.path for hit in hits])
+    return files, (time.perf_counter() - started) * 1000
+
+
+def _selection(root: Path, questions_file: Path) -> Selection:
+    """Leave the questions file out of a codebase that holds it: it repeats every question word for word."""
+    try:
+        return Selection(exclude=(questions_file.resolve().relative_to(root.resolve()).as_posix(), "bench/out/"))
+    except ValueError:
+        return Selection()
+
+
+def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log: Any,
+        questions_file: Path = DEFAULT_QUESTIONS) -> dict[str, Any]:
+    embedder = load_embedder("static", cache_dir=default_home() / "models")
+    results: dict[str, dict[str, list[QuestionResult]]] = {}
+    ranked: dict[str, dict[str, list[str]]] = {}
+    for name in sorted({q["codebase"] for q in questions}):
+        root = roots[name] if name == "bridge" else _copy_python(roots[name], work / "src" / name)
+        index_dir = work / "indexes" / name
+        build_index(root, index_dir, BuildOptions(_selection(root, questions_file), embedder="static", rebuild=True))
+        fill_vectors(index_dir, embedder=embedder)
+        searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder)
+        history = searcher.history()
+        log(f"{name}: indexed {root} ({len(history.commits) if history else 0} past commits)")
+        for q in (q for q in questions if q["codebase"] == name):
+            question = Question(q["id"], q["query"], tuple(q["gold_files"]), repo=name)
+            for mode in MODES:
+                files, ms = _rank(searcher, q["query"], mode)
+                results.setdefault(mode, {}).setdefault(name, []).append(QuestionResult(question, tuple(files), (), ms))
+                ranked.setdefault(q["id"], {})[mode] = files[:10]
+    keep = ("n", "recall_at_1", "recall_at_5", "mrr", "median_latency_ms")
+
+    def row(items: list[QuestionResult], mode: str) -> dict[str, Any]:
+        return {k: v for k, v in asdict(aggregate(mode, items)).items() if k in keep}
+
+    summary = {mode: {"all": row([r for rs in by.values() for r in rs], mode),
+                      **{name: row(rs, mode) for name, rs in by.items()}} for mode, by in results.items()}
+    return {"summary": summary, "ranked": ranked}
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    groups = list(next(iter(summary.values())))
+    lines = ["| mode | " + " | ".join(f"{g} R@1 | {g} R@5" for g in groups) + " | all MRR |",
+             "|---|" + "---:|---:|" * len(groups) + "---:|"]
+    for mode, by in summary.items():
+        cells = " | ".join(f"{by[g]['recall_at_1']:.3f} | {by[g]['recall_at_5']:.3f}" for g in groups)
+        lines.append(f"| {mode} | {cells} | {by['all']['mrr']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument("--work", type=Path, default=default_home() / "bench" / "nl")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--root", action="append", default=[], help="NAME=PATH: where a codebase is")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    roots = _default_roots()
+    for item in args.root:
+        name, _, path = item.partition("=")
+        roots[name] = Path(path)
+
+    def log(message: str) -> None:
+        print(f"{time.perf_counter() - started:7.1f}s {message}", file=sys.stderr, flush=True)
+
+    questions = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    result = run(questions, roots, args.work, log, args.questions)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "nl_bench.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    text = markdown(result["summary"])
+    (args.out_dir / "nl_bench.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

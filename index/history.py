@@ -1,0 +1,265 @@
+"""The repository's own history as evidence: past commits like the question voted for their files.
+
+A bug report often reads like the commit messages of earlier fixes to the same code ("fix
+pretty printing of Matrix", "autodoc: handle partial methods"). So the messages (subject and
+body) of the commits reachable from the indexed HEAD get a small BM25 index of their own, and
+the VOTERS commits most similar to a question vote for the files they touched.
+
+Bounded and incremental: at most MAX_COMMITS commits, newest first; a re-index whose HEAD
+descends from the last one reads only the new commits and reuses the terms of the rest. Merges
+and mass changes (more than MAX_FILES files: renames, reformatting, licence headers) are left
+out: they touch everything and say little. The history lives in INDEX_DIR/history/, next to the
+generations, behind its own CURRENT pointer, so a reader never sees a half-written one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from index.errors import CorruptIndex
+from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
+from index.tokenize import terms
+
+__all__ = [
+    "MAX_COMMITS",
+    "MAX_FILES",
+    "VOTERS",
+    "History",
+    "HistoryReport",
+    "PastCommit",
+    "git_location",
+    "read_commits",
+    "remove_history",
+    "update_from_git",
+    "update_history",
+    "vote_scores",
+]
+
+MAX_COMMITS = 20_000
+MAX_FILES = 50
+VOTERS = 30
+FOLDER = "history"
+_POINTER = "CURRENT"
+_META = "commits.json"
+_FORMAT = 1
+_GIT_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class PastCommit:
+    sha: str
+    time: int  # committer time, unix seconds
+    subject: str
+    files: tuple[str, ...]  # paths relative to the indexed root
+
+
+@dataclass(frozen=True)
+class HistoryReport:
+    head: str | None  # None: not a git repository, or history turned off
+    commits: int
+    new_commits: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Read:
+    commit: PastCommit
+    message: str
+
+
+def _git(args: Sequence[str], cwd: Path | None = None) -> str | None:
+    """stdout of a git command, or None when git is missing or the command fails."""
+    try:
+        done = subprocess.run(["git", "-c", "core.quotePath=false", *args], cwd=cwd, capture_output=True,
+                              timeout=_GIT_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+
+
+def git_location(root: Path) -> tuple[Path, str, str] | None:
+    """(git dir, HEAD sha, the root's path inside the repository) or None outside git."""
+    out = _git(["rev-parse", "--absolute-git-dir", "--show-prefix", "HEAD"], cwd=root)
+    lines = out.splitlines() if out else []
+    if len(lines) != 3 or len(lines[2]) not in (40, 64):  # no repository, or one without commits yet
+        return None
+    return Path(lines[0]), lines[2], lines[1]
+
+
+def read_commits(git_dir: Path, head: str, limit: int, prefix: str = "", since: str | None = None) -> list[_Read]:
+    """Non-merge commits reachable from `head` (not from `since`), newest first, at most `limit`,
+    keeping those that touch 1..MAX_FILES files under `prefix` (paths made relative to it)."""
+    spec = [head] + ([f"^{since}"] if since else [])
+    out = _git(["--git-dir", str(git_dir), "log", "--no-merges", "--no-renames", f"-n{limit}",
+                "--format=%x1e%H%x1f%ct%x1f%B%x1f", "--name-only", *spec, "--"])
+    if out is None:
+        return []
+    found = []
+    for record in out.split("\x1e")[1:]:
+        parts = record.split("\x1f", 3)
+        if len(parts) != 4:
+            continue
+        sha, when, message, names = parts
+        files = tuple(n[len(prefix):] for n in names.splitlines() if n and n.startswith(prefix))
+        if 0 < len(files) <= MAX_FILES:
+            subject = message.strip().split("\n", 1)[0][:200]
+            found.append(_Read(PastCommit(sha, int(when or 0), subject, files), message))
+    return found
+
+
+def _is_ancestor(git_dir: Path, old: str, new: str) -> bool:
+    return _git(["--git-dir", str(git_dir), "merge-base", "--is-ancestor", old, new]) is not None
+
+
+def update_history(root: Path, index_dir: Path, limit: int = MAX_COMMITS) -> HistoryReport:
+    """Bring INDEX_DIR/history up to the HEAD of the git repository holding `root`; outside git,
+    remove it (the signal then simply has no votes)."""
+    where = git_location(root)
+    if where is None:
+        remove_history(index_dir)
+        return HistoryReport(None, 0, 0, 0.0)
+    git_dir, head, prefix = where
+    return update_from_git(git_dir, head, index_dir, prefix, limit)
+
+
+def update_from_git(git_dir: Path, head: str, index_dir: Path, prefix: str = "",
+                    limit: int = MAX_COMMITS) -> HistoryReport:
+    """The history of `head`'s ancestors only: a benchmark tree at an old commit sees no later fix."""
+    started = time.perf_counter()
+    settings: dict[str, object] = {"format": _FORMAT, "prefix": prefix, "limit": limit, "max_files": MAX_FILES}
+    old = _load_state(index_dir)
+    if old is not None and (old.settings != settings or not _is_ancestor(git_dir, old.head, head)):
+        old = None  # other settings, or HEAD moved to another line of history: read it all again
+    if old is not None and old.head == head:
+        return HistoryReport(head, len(old.commits), 0, time.perf_counter() - started)
+    new = read_commits(git_dir, head, limit, prefix, since=old.head if old else None)
+    builder = CorpusBuilder(old.corpus.vocab if old else ())
+    commits = []
+    for read in new[:limit]:
+        builder.add_terms(terms(read.message))
+        commits.append(read.commit)
+    if old is not None:
+        for i, commit in enumerate(old.commits[: limit - len(commits)]):
+            builder.add_ids(old.corpus.doc(i))
+            commits.append(commit)
+    _write(index_dir, {"head": head, "settings": settings}, commits, builder.build())
+    return HistoryReport(head, len(commits), len(new), time.perf_counter() - started)
+
+
+def remove_history(index_dir: Path) -> None:
+    shutil.rmtree(Path(index_dir) / FOLDER, ignore_errors=True)
+
+
+def _current(index_dir: Path) -> Path | None:
+    folder = Path(index_dir) / FOLDER
+    try:
+        name = (folder / _POINTER).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return folder / name if name and "/" not in name and (folder / name).is_dir() else None
+
+
+@dataclass(frozen=True)
+class _State:
+    head: str
+    settings: dict[str, object]
+    commits: tuple[PastCommit, ...]
+    corpus: TermCorpus
+
+
+def _load_state(index_dir: Path) -> _State | None:
+    """The stored state, or None when there is none or it cannot be read (then it is rebuilt)."""
+    current = _current(index_dir)
+    if current is None:
+        return None
+    try:
+        meta = json.loads((current / _META).read_text(encoding="utf-8"))
+        commits = tuple(PastCommit(c[0], int(c[1]), c[2], tuple(c[3])) for c in meta["commits"])
+        corpus = TermCorpus.load(current)
+        head, settings = str(meta["head"]), dict(meta["settings"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError, CorruptIndex):
+        return None
+    return _State(head, settings, commits, corpus) if len(corpus) == len(commits) else None
+
+
+def _write(index_dir: Path, state: Mapping[str, object], commits: Sequence[PastCommit], corpus: TermCorpus) -> None:
+    folder = Path(index_dir) / FOLDER
+    name = f"h{time.time_ns():020d}-{os.getpid()}"
+    target = folder / name
+    target.mkdir(parents=True)
+    rows = [[c.sha, c.time, c.subject, list(c.files)] for c in commits]
+    (target / _META).write_text(json.dumps({**state, "commits": rows}), encoding="utf-8")
+    corpus.save(target)
+    LexicalIndex.build(corpus).save(target)
+    pointer = folder / (_POINTER + ".tmp")
+    pointer.write_text(name + "\n", encoding="utf-8")
+    os.replace(pointer, folder / _POINTER)
+    for stale in folder.iterdir():
+        if stale.is_dir() and stale.name != name:
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+class History:
+    """The stored commits of one index and their BM25 index, for votes at query time."""
+
+    def __init__(self, commits: Sequence[PastCommit], lexical: LexicalIndex, where: Path) -> None:
+        self.commits = tuple(commits)
+        self.lexical = lexical
+        self.where = where
+
+    @staticmethod
+    def load(index_dir: Path) -> History | None:
+        """The current history, or None when there is none (no git, `--no-history`) or it is damaged."""
+        current = _current(index_dir)
+        if current is None:
+            return None
+        try:
+            meta = json.loads((current / _META).read_text(encoding="utf-8"))
+            commits = [PastCommit(c[0], int(c[1]), c[2], tuple(c[3])) for c in meta["commits"]]
+            lexical = LexicalIndex.load(current)
+        except (OSError, ValueError, KeyError, IndexError, TypeError, CorruptIndex):
+            return None
+        return History(commits, lexical, current) if lexical.n_docs == len(commits) else None
+
+    def similar(self, query_terms: Sequence[str], k: int = VOTERS) -> list[tuple[int, float]]:
+        """The k commits whose messages best match the query terms: (commit number, BM25 score)."""
+        return self.lexical.top(query_terms, k) if self.commits else []
+
+    def votes(self, query_terms: Sequence[str], k: int = VOTERS) -> dict[str, list[tuple[int, float]]]:
+        """path -> the similar commits that touched it, with each commit's vote (its score shared
+        among its files by the square root of their number, so a focused fix counts more)."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for number, score in self.similar(query_terms, k):
+            files = self.commits[number].files
+            share = score / math.sqrt(len(files))
+            for path in files:
+                out.setdefault(path, []).append((number, share))
+        return out
+
+    def describe(self, commits: Sequence[tuple[int, float]], shown: int = 3) -> str:
+        """`3 similar past commits: 1a2b3c4d5e fix X; ...` for a hit's evidence."""
+        best = sorted(commits, key=lambda c: -c[1])[:shown]
+        named = "; ".join(f"{self.commits[i].sha[:10]} {self.commits[i].subject}" for i, _ in best)
+        noun = "commit" if len(commits) == 1 else "commits"
+        return f"{len(commits)} similar past {noun}: {named}"
+
+
+def vote_scores(votes: Mapping[str, Sequence[tuple[int, float]]], path_numbers: Mapping[str, int],
+                n_files: int) -> np.ndarray:
+    """Summed votes per file number (0 for files no similar commit touched)."""
+    out = np.zeros(n_files)
+    for path, commits in votes.items():
+        i = path_numbers.get(path)
+        if i is not None:
+            out[i] = sum(score for _, score in commits)
+    return out

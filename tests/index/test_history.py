@@ -1,0 +1,106 @@
+"""index/history.py: past commits like the question vote for the files they touched."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from index.build import BuildOptions, build_index
+from index.history import MAX_FILES, History, update_from_git, update_history
+from index.tokenize import terms
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
+           "HOME": str(repo), "PATH": os.environ.get("PATH", "")}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    _commit(root, {"pkg/printer.py": "def pretty(x):\n    return str(x)\n"}, "Add the pretty printer")
+    _commit(root, {"pkg/parser.py": "def parse(s):\n    return s\n"}, "Add the parser")
+    _commit(root, {"pkg/printer.py": "def pretty(x):\n    return repr(x)\n"},
+            "Fix pretty printing of nested matrices\n\nThe printer lost brackets around nested matrices.")
+    return root
+
+
+def _similar_subjects(history: History, query: str) -> list[str]:
+    return [history.commits[i].subject for i, _ in history.similar(terms(query))]
+
+
+def test_commits_like_the_question_vote_for_the_files_they_touched(repo: Path, tmp_path: Path) -> None:
+    report = update_history(repo, tmp_path / "idx")
+    history = History.load(tmp_path / "idx")
+    assert report.commits == 3 and history is not None
+    votes = history.votes(terms("nested matrices print without brackets"))
+    assert set(votes) == {"pkg/printer.py"}
+    assert history.describe(votes["pkg/printer.py"]).startswith("1 similar past commit: ")
+    assert "Fix pretty printing of nested matrices" in history.describe(votes["pkg/printer.py"])
+
+
+def test_a_reindex_reads_only_the_new_commits(repo: Path, tmp_path: Path) -> None:
+    update_history(repo, tmp_path / "idx")
+    _commit(repo, {"pkg/parser.py": "def parse(s):\n    return s.strip()\n"}, "Strip whitespace in the parser")
+    report = update_history(repo, tmp_path / "idx")
+    assert (report.commits, report.new_commits) == (4, 1)
+    history = History.load(tmp_path / "idx")
+    assert history is not None
+    assert _similar_subjects(history, "parser whitespace")[0] == "Strip whitespace in the parser"
+    assert _similar_subjects(history, "nested matrices") == ["Fix pretty printing of nested matrices"]
+
+
+def test_history_at_an_old_commit_holds_none_of_the_later_ones(repo: Path, tmp_path: Path) -> None:
+    old = _git(repo, "rev-parse", "HEAD~1").strip()
+    git_dir = Path(_git(repo, "rev-parse", "--absolute-git-dir").strip())
+    update_from_git(git_dir, old, tmp_path / "idx")
+    history = History.load(tmp_path / "idx")
+    assert history is not None
+    assert [c.subject for c in history.commits] == ["Add the parser", "Add the pretty printer"]
+
+
+def test_mass_changes_and_merges_are_left_out(repo: Path, tmp_path: Path) -> None:
+    _commit(repo, {f"gen/f{i}.py": f"x = {i}\n" for i in range(MAX_FILES + 1)}, "Reformat everything")
+    _git(repo, "checkout", "-q", "-b", "side")
+    _commit(repo, {"pkg/side.py": "y = 1\n"}, "Side work")
+    _git(repo, "checkout", "-q", "-")
+    _commit(repo, {"pkg/main.py": "z = 1\n"}, "Main work")
+    _git(repo, "merge", "-q", "--no-edit", "side")
+    update_history(repo, tmp_path / "idx")
+    history = History.load(tmp_path / "idx")
+    assert history is not None
+    subjects = {c.subject for c in history.commits}
+    assert "Reformat everything" not in subjects and not any(s.startswith("Merge") for s in subjects)
+    assert {"Side work", "Main work"} <= subjects
+
+
+def test_an_index_of_a_subfolder_sees_paths_relative_to_it(repo: Path, tmp_path: Path) -> None:
+    update_history(repo / "pkg", tmp_path / "idx")
+    history = History.load(tmp_path / "idx")
+    assert history is not None and history.commits[0].files == ("printer.py",)
+
+
+def test_outside_git_or_with_no_history_there_is_none(repo: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.py").write_text("a = 1\n")
+    assert update_history(plain, tmp_path / "idx1").head is None and History.load(tmp_path / "idx1") is None
+    build_index(repo, tmp_path / "idx2", BuildOptions(embedder=None))
+    assert History.load(tmp_path / "idx2") is not None
+    build_index(repo, tmp_path / "idx2", BuildOptions(embedder=None, history=False))
+    assert History.load(tmp_path / "idx2") is None

@@ -1,0 +1,60 @@
+"""bench/swebench_trees.py sync_tree: the live folder ends up holding exactly the new tree."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bench.swebench_trees import sync_tree
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            out[rel] = "link:" + os.readlink(path)
+        elif path.is_file():
+            out[rel] = path.read_text()
+    return out
+
+
+def test_a_file_that_becomes_a_link_is_replaced_by_the_link(tmp_path: Path) -> None:
+    old, new, live = tmp_path / "old", tmp_path / "new", tmp_path / "live"
+    old.mkdir(), new.mkdir()
+    (old / "CITATION").write_text("cite us\n")
+    (new / "docs").mkdir()
+    (new / "docs" / "citation.rst").write_text("cite us\n")
+    (new / "CITATION").symlink_to("docs/citation.rst")
+    sync_tree(old, live)
+    sync_tree(new, live)
+    assert _snapshot(live) == _snapshot(new)
+
+
+def test_a_link_that_points_nowhere_becomes_a_file_again(tmp_path: Path) -> None:
+    old, new, live = tmp_path / "old", tmp_path / "new", tmp_path / "live"
+    old.mkdir(), new.mkdir()
+    (old / "CITATION").symlink_to("missing/target")
+    (new / "CITATION").write_text("cite us\n")
+    sync_tree(old, live)
+    assert sync_tree(new, live) == 1
+    assert _snapshot(live) == {"CITATION": "cite us\n"}
+
+
+def test_a_file_that_becomes_a_folder_and_back(tmp_path: Path) -> None:
+    a, b, live = tmp_path / "a", tmp_path / "b", tmp_path / "live"
+    (a / "pkg").mkdir(parents=True)
+    (a / "pkg" / "mod.py").write_text("x = 1\n")
+    b.mkdir()
+    (b / "pkg").write_text("now a file\n")
+    for tree in (a, b, a):
+        sync_tree(tree, live)
+        assert _snapshot(live) == _snapshot(tree)
+
+
+def test_unchanged_files_are_not_written(tmp_path: Path) -> None:
+    src, live = tmp_path / "src", tmp_path / "live"
+    src.mkdir()
+    (src / "a.py").write_text("a\n")
+    sync_tree(src, live)
+    assert sync_tree(src, live) == 0
