@@ -23,6 +23,7 @@ def search_json(result: object) -> dict:
         "query": data["query"],
         "mode": data["mode"],
         "took_ms": round(data["took_ms"], 3),
+        "load_ms": round(data.get("load_ms", 0.0), 3),
         "hits": data["hits"],
         "truncated": data["truncated"],
         "index": data["index"],
@@ -128,7 +129,8 @@ def search_cmd(
         console.print(hit.text, markup=False, highlight=False)
         console.print()
     note = " (last hit cut to fit --max-tokens)" if result.truncated else ""
-    console.print(f"{len(result.hits)} hits in {result.took_ms:.1f} ms{note}; {_freshness(result.index)}")
+    load = f" (+{result.load_ms:.0f} ms loading the query model)" if result.load_ms else ""
+    console.print(f"{len(result.hits)} hits in {result.took_ms:.1f} ms{load}{note}; {_freshness(result.index)}")
 
 
 def _freshness(info: object) -> str:

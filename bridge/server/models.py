@@ -50,6 +50,7 @@ class SearchCodeResult(BaseModel):
     query: str
     mode: Literal["hybrid", "lexical", "vector"]
     took_ms: float
+    load_ms: float = Field(0.0, description="One-off query-model load this call paid for; not part of took_ms.")
     hits: list[HitModel] = Field(description="In rank order; together at most max_tokens tokens.")
     truncated: bool = Field(description="True when the last hit was cut (or hits dropped) to fit max_tokens.")
     index: IndexInfoModel
