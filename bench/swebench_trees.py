@@ -45,7 +45,9 @@ DONE_MARKER = "bench-complete"
 MATERIALIZE = Path("/work/shared/bench/materialize.sh")
 EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
 # The modules whose code decides what an index holds (not how it is searched or watched).
-_CONTENT_MODULES = ("discover", "languages", "chunk", "tokenize", "lexical", "embed", "vector", "store", "build")
+_CONTENT_MODULES = (
+    "discover", "languages", "chunk", "tokenize", "lexical", "postings", "embed", "minilm", "vector", "store", "build",
+)
 
 Progress = Callable[[str], None]
 

@@ -137,6 +137,9 @@ class _OnnxQueries:
         self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self.tokenizer.enable_truncation(_MAX_TOKENS)
         self.tokenizer.no_padding()
+        # The first run of a session sets up its kernels and buffers (hundreds of ms here): pay it
+        # now, as part of loading, not in the first search.
+        self.encode(["warm up"])
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))
