@@ -79,7 +79,7 @@ def index_cmd(
 
 
 def _embedder_spec(spec: str) -> str:
-    if spec in ("minilm", "static", "hash"):
+    if spec in ("minilm", "minilm-torch", "static", "hash"):
         return spec
     folder = Path(spec).expanduser()
     if not folder.is_dir():
