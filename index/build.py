@@ -36,7 +36,7 @@ from index.store import (
     default_home,
 )
 from index.tokenize import path_terms, terms
-from index.types import Progress, Selection
+from index.types import Progress, Selection, SourceFile
 from index.vector import VectorIndex
 
 __all__ = ["BuildOptions", "BuildReport", "build_index", "fill_vectors", "FillReport"]
@@ -101,23 +101,26 @@ def build_index(
         store.prune()
         t = time.perf_counter()
         skipped: Counter[str] = Counter()
-        listed = _fingerprints(root, index_dir, options, skipped)
-        seconds["discover"] = time.perf_counter() - t
-        on_progress(Progress("discover", len(listed), len(listed)))
-        if not listed:
-            raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
         previous = _previous(store, root, options)
-        if previous is not None and _unchanged(previous.manifest, listed, options):
-            gen = store.current()
-            return BuildReport(
-                str(index_dir), gen.name, False, len(listed), previous.manifest.chunks, previous.manifest.chunks, 0,
-                dict(sorted(skipped.items())), _invalid(listed), seconds,
-            )
+        listed: list[_Listed] | None = None
+        if previous is not None:  # a first pass decides what to reuse; a fresh build needs none
+            listed = _fingerprints(root, index_dir, options, skipped)
+            seconds["discover"] = time.perf_counter() - t
+            on_progress(Progress("discover", len(listed), len(listed)))
+            if not listed:
+                raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
+            if _unchanged(previous.manifest, listed, options):
+                return BuildReport(
+                    str(index_dir), previous.path.name, False, len(listed), previous.manifest.chunks,
+                    previous.manifest.chunks, 0, dict(sorted(skipped.items())), _invalid(listed), seconds,
+                )
         t = time.perf_counter()
         with _writing(index_dir):
             tmp = store.new_generation()
             try:
-                files, reused, again = _stream(root, index_dir, tmp, previous, options, len(listed), on_progress)
+                files, reused, invalid, again = _stream(root, index_dir, tmp, previous, listed, options, on_progress)
+                if not files:
+                    raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
                 # Both passes walk the same tree; a file that vanished in between counts once.
                 skips = dict(sorted((skipped | again).items()))
                 seconds["chunk"] = time.perf_counter() - t
@@ -132,7 +135,7 @@ def build_index(
                     selection=_selection_json(options.selection),
                     files=files,
                     chunks=n_chunks,
-                    stats={"skipped": skips, "invalid_utf8": _invalid(listed)},
+                    stats={"skipped": skips, "invalid_utf8": invalid},
                 )
                 (tmp / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
                 gen = store.publish(tmp)
@@ -143,7 +146,7 @@ def build_index(
         on_progress(Progress("write", 1, 1))
         return BuildReport(
             str(index_dir), gen.name, True, len(files), n_chunks, reused, n_chunks - reused,
-            skips, _invalid(listed), seconds,
+            skips, invalid, seconds,
         )
 
 
@@ -153,13 +156,15 @@ class _Listed:
 
     path: str
     sha: str
+    size: int
+    mtime_ns: int
     invalid_utf8: bool
 
 
 def _fingerprints(root: Path, index_dir: Path, options: BuildOptions, skipped: Counter[str]) -> list[_Listed]:
     """Every selected file's path and content hash, reading one file at a time."""
     found = iter_files(root, options.selection, (Path(index_dir),), skipped)
-    return [_Listed(f.path, f.sha, f.invalid_utf8) for f in found]
+    return [_Listed(f.path, f.sha, f.size, f.mtime_ns, f.invalid_utf8) for f in found]
 
 
 def _invalid(listed: list[_Listed]) -> int:
@@ -232,41 +237,82 @@ def _stream(
     index_dir: Path,
     tmp: Path,
     previous: _Previous | None,
+    listed: list[_Listed] | None,
     options: BuildOptions,
-    expected: int,
     on_progress: ProgressFn,
-) -> tuple[dict[str, FileEntry], int, Counter[str]]:
+) -> tuple[dict[str, FileEntry], int, int, Counter[str]]:
     """Chunk and tokenise every file into the generation `tmp`, reusing unchanged files' rows and
-    term ids from `previous`. Returns the files' entries, the reused chunk count and the skips."""
+    term ids from `previous`; only new and changed files are read (again). Returns the files'
+    entries, the reused chunk count, the count of files with invalid UTF-8 and the skips."""
     old = previous.manifest.files if previous else {}
     corpus = previous.corpus if previous else None
     lexical = LexicalWriter(tmp / "lexical", corpus.vocab if corpus else ())
     chunks = ChunkWriter(tmp, previous.path if previous else None)
     entries: dict[str, FileEntry] = {}
-    reused = 0
+    reused = invalid = 0
     skipped: Counter[str] = Counter()
     try:
-        for n, f in enumerate(iter_files(root, options.selection, (Path(index_dir),), skipped), 1):
+        for n, item in enumerate(_plan(root, index_dir, options, old, listed, skipped), 1):
             first = chunks.count
-            before = old.get(f.path)
-            if before is not None and corpus is not None and before.sha == f.sha:
+            if isinstance(item, _Listed):
+                before = old[item.path]
+                assert corpus is not None
                 chunks.copy(before.first_chunk, before.n_chunks)
                 span = corpus.offsets[before.first_chunk : before.first_chunk + before.n_chunks + 1]
                 lexical.add_ids(corpus.ids[span[0] : span[-1]], np.diff(span))
                 reused += before.n_chunks
             else:
-                extra = path_terms(f.path)
-                for c in chunk_file(f, options.target_tokens, options.max_tokens, options.overlap_lines):
+                extra = path_terms(item.path)
+                for c in chunk_file(item, options.target_tokens, options.max_tokens, options.overlap_lines):
                     chunks.add(c)
                     lexical.add_terms(terms(c.text) + extra)
-            entries[f.path] = FileEntry(f.sha, f.size, f.mtime_ns, first, chunks.count - first)
+            invalid += item.invalid_utf8
+            entries[item.path] = FileEntry(item.sha, item.size, item.mtime_ns, first, chunks.count - first)
             if n % 50 == 0:
-                on_progress(Progress("chunk", n, max(n, expected)))
+                on_progress(Progress("chunk", n, max(n, len(listed) if listed else n)))
     finally:
         chunks.close()
+    if listed is None:
+        on_progress(Progress("discover", len(entries), len(entries)))
     on_progress(Progress("chunk", len(entries), len(entries)))
     lexical.finish()
-    return entries, reused, skipped
+    return entries, reused, invalid, skipped
+
+
+def _plan(
+    root: Path,
+    index_dir: Path,
+    options: BuildOptions,
+    old: dict[str, FileEntry],
+    listed: list[_Listed] | None,
+    skipped: Counter[str],
+) -> Iterator[_Listed | SourceFile]:
+    """Files in path order: a `_Listed` for a file to copy from the previous generation, a
+    `SourceFile` (read now) for one to chunk. Both passes list files in the same order, so the
+    files read now are merged with the first pass's list in one walk."""
+    if listed is None:
+        yield from iter_files(root, options.selection, (Path(index_dir),), skipped)
+        return
+    reuse = {f.path for f in listed if (e := old.get(f.path)) is not None and e.sha == f.sha}
+    fresh = iter_files(root, options.selection, (Path(index_dir),), skipped, skip=reuse)
+    pending = next(fresh, None)
+    for f in listed:
+        if f.path in reuse:
+            yield f
+            continue
+        while pending is not None and pending.path != f.path and pending.path not in reuse:
+            if pending.path < f.path:  # discover lists paths in plain string order
+                yield pending  # appeared since the first pass
+                pending = next(fresh, None)
+            else:
+                break
+        if pending is not None and pending.path == f.path:
+            yield pending
+            pending = next(fresh, None)
+        # else: gone since the first pass, like a file that vanishes while it is being listed
+    while pending is not None:
+        yield pending
+        pending = next(fresh, None)
 
 
 def fill_vectors(

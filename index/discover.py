@@ -111,13 +111,20 @@ def discover(
 
 
 def iter_files(
-    root: Path, selection: Selection, exclude_dirs: tuple[Path, ...], skipped: Counter[str]
+    root: Path,
+    selection: Selection,
+    exclude_dirs: tuple[Path, ...],
+    skipped: Counter[str],
+    skip: Container[str] = (),
 ) -> Iterator[SourceFile]:
     """The files `discover` returns, one at a time, so that a caller may hold one file's text
-    at a time; skipped files are counted into `skipped` as the iteration goes."""
+    at a time; skipped files are counted into `skipped` as the iteration goes. Paths in `skip`
+    are selected as usual but neither read nor yielded (the caller already knows them)."""
     base = _real_root(root)
     rules = _rules(root, base, selection, exclude_dirs)
     for candidate in _select(base, rules, skipped):
+        if candidate.path in skip:
+            continue
         source = _read(candidate, rules.max_bytes, skipped)
         if source is not None:
             yield source

@@ -72,6 +72,9 @@ def test_an_incremental_build_equals_a_build_from_scratch(repo: Path, tmp_path: 
     build_index(repo, tmp_path / "inc", options)
     (repo / "src/config.py").write_text("def load_settings(path):\n    return open(path).read()\n")
     (repo / "src/new_module.py").write_text("def brand_new_function():\n    return 42\n")
+    (repo / "aaa_first.py").write_text("def sorts_before_every_other_file():\n    return 0\n")
+    removed = sorted(p for p in repo.rglob("*.py") if p.name not in ("config.py", "new_module.py", "aaa_first.py"))[-1]
+    removed.unlink()
     build_index(repo, tmp_path / "inc", options)
     build_index(repo, tmp_path / "scratch", BuildOptions(embedder=None, rebuild=True))
     gens = [(tmp_path / name / (tmp_path / name / "CURRENT").read_text().strip()) for name in ("inc", "scratch")]
