@@ -164,7 +164,7 @@ class LexicalIndex:
             raise CorruptIndex(f"lexical index in {directory} is unreadable ({exc}): run `bridge index --rebuild`") from exc
         if len(arrays[2]) != len(vocab) + 1 or len(arrays[0]) != len(arrays[1]):
             raise CorruptIndex(f"lexical index in {directory} is inconsistent: run `bridge index --rebuild`")
-        return LexicalIndex(*arrays, vocab, n_docs)
+        return LexicalIndex(arrays[0], arrays[1], arrays[2], vocab, n_docs)
 
     def scores(self, terms: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for these query terms (a repeated term counts again)."""
