@@ -9,13 +9,15 @@ file whose `query` texts are searched. The tree is made once in `--tree` (outsid
 repository, never committed): up to `--trees-per-repo` commits of every repository side by side,
 hard-linked (the one file the re-index step edits is replaced, never written through the link). `--reference` is a checkout of the engine to compare with
 (e.g. `git archive main | tar -x -C DIR`); both engines run from their own source in child
-processes, one after the other, on the same tree:
+processes on the same tree:
 
 1. `bridge index --no-vectors` from scratch: wall time, peak RSS (the child's own VmHWM), size
    of the index folder;
 2. cold `bridge search --mode lexical`: fresh processes, wall time and took_ms;
 3. warm lexical search in one process: p50 / p95 of took_ms over `--queries` questions;
 4. one-file re-index: one file edited, `bridge index` again (wall time), then the edit undone.
+
+The engines run at the same time (each one's steps in order), so both see the same load.
 
 Hybrid search with static vectors is not measured here: embedding a million chunks takes longer
 than this benchmark's budget on two cores. Writes bench/out/scale.json.
@@ -30,8 +32,11 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +88,12 @@ def _child(source: Path, argv: list[str], code: str = _CLI) -> tuple[float, floa
     return seconds, (int(hwm[-1].split()[1]) / 1024 if hwm else 0.0), proc.stdout
 
 
+@dataclass(frozen=True)
+class _Turns:
+    barrier: threading.Barrier
+    lock: threading.Lock
+
+
 def _replace(path: Path, data: bytes) -> None:
     """Write `path` as a new file: the tree is hard-linked to the corpora, which must not change."""
     path.unlink()
@@ -93,7 +104,19 @@ def _size_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
-def _engine(name: str, source: Path, tree: Path, index_dir: Path, queries: list[str], edit: Path) -> dict[str, Any]:
+def _engine(
+    name: str, source: Path, tree: Path, index_dir: Path, queries: list[str], edit: Path, turn: _Turns
+) -> dict[str, Any]:
+    try:
+        return _measure(name, source, tree, index_dir, queries, edit, turn)
+    except BaseException:
+        turn.barrier.abort()  # the other engines must not wait for this one
+        raise
+
+
+def _measure(
+    name: str, source: Path, tree: Path, index_dir: Path, queries: list[str], edit: Path, turn: _Turns
+) -> dict[str, Any]:
     shutil.rmtree(index_dir, ignore_errors=True)
     seconds, rss, out = _child(source, ["index", str(tree), "--index-dir", str(index_dir), "--no-vectors", "--json"])
     built = json.loads(out)["build"]
@@ -112,6 +135,14 @@ def _engine(name: str, source: Path, tree: Path, index_dir: Path, queries: list[
     took = sorted(json.loads(out))
     row["warm_lexical_p50_ms"] = round(statistics.median(took), 1)
     row["warm_lexical_p95_ms"] = round(took[int(0.95 * (len(took) - 1))], 1)
+    turn.barrier.wait()  # no engine edits the tree while another is still building from it
+    with turn.lock:  # one engine at a time edits, re-indexes and restores the file
+        row.update(_one_file(source, tree, index_dir, edit))
+    return row
+
+
+def _one_file(source: Path, tree: Path, index_dir: Path, edit: Path) -> dict[str, Any]:
+    row: dict[str, Any] = {}
     original = edit.read_bytes()
     try:
         _replace(edit, original + b"\n# scale bench: one edited line\n")
@@ -143,7 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = [" ".join(r["query"].split()[:40]) for r in rows[: args.queries]]
     edit = min((args.tree / names[0]).rglob("*.py"))
     engines = [("this", _ROOT)] + ([("reference", args.reference.resolve())] if args.reference else [])
-    result["engines"] = [_engine(n, src, args.tree, args.work / n, queries, edit) for n, src in engines]
+    # The engines run side by side (each one's steps in order), so that both see the same machine
+    # load; the one-file edit is made in each engine's own copy of that file's folder.
+    with ThreadPoolExecutor(max_workers=len(engines)) as pool:
+        turns = _Turns(threading.Barrier(len(engines)), threading.Lock())
+        jobs = [pool.submit(_engine, n, src, args.tree, args.work / n, queries, edit, turns) for n, src in engines]
+        result["engines"] = [job.result() for job in jobs]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{result['trees']} trees, {result['tree_mb']} MB; made in {result['make_tree_s']} s")
