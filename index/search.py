@@ -81,7 +81,8 @@ class Searcher:
     """Answers queries from the live generation of one index; reloads when a writer publishes.
 
     Safe to share between threads. The embedder is loaded on the first query that needs it, so
-    a lexical-only process never imports torch.
+    a lexical-only process never imports it, and the default MiniLM answers queries without torch
+    (index/minilm.py). That one-off load is reported as `load_ms`, apart from `took_ms`.
     """
 
     def __init__(
@@ -205,25 +206,40 @@ class Searcher:
         self._stale = (now, gen.name, stale)
         return stale
 
-    def _query_vector(self, gen: Generation, query: str) -> np.ndarray:
-        spec = gen.manifest.embedder
-        if spec is None:
-            raise NoIndex(f"the index of {gen.manifest.root} has no vectors: run `bridge index` without --no-vectors")
+    def _load_embedder(self, gen: Generation) -> float:
+        """Load the query embedder if it is not loaded yet; the milliseconds that took (0 if it was)."""
         with self._embed_lock:
-            if self._embedder is None:
-                if self._loader is None:
-                    from index.embed import load_embedder
-                    from index.store import default_home
+            if self._embedder is not None:
+                return 0.0
+            t0 = time.perf_counter()
+            spec = gen.manifest.embedder
+            if self._loader is None:
+                from index.embed import load_embedder
+                from index.store import default_home
 
-                    self._embedder = load_embedder(spec, cache_dir=default_home() / "models")
-                else:
-                    self._embedder = self._loader(spec)
-                meta = gen.vector_meta()
-                if meta.get("embedder_id") != self._embedder.id:
-                    raise IncompatibleIndex(
-                        f"index vectors were made by {meta.get('embedder_id')}, not {self._embedder.id}: "
-                        "run `bridge index --rebuild`"
-                    )
+                embedder = load_embedder(spec or "", cache_dir=default_home() / "models")
+            else:
+                embedder = self._loader(spec or "")
+            meta = gen.vector_meta()
+            if meta.get("embedder_id") != embedder.id:
+                raise IncompatibleIndex(
+                    f"index vectors were made by {meta.get('embedder_id')}, not {embedder.id}: "
+                    "run `bridge index --rebuild`"
+                )
+            # A lazy embedder (index/minilm.py) builds its query model on first use: do it now,
+            # so that the one-off cost is counted as load, not as search.
+            prepare = getattr(embedder, "query_model", None)
+            if callable(prepare):
+                prepare()
+            self._embedder = embedder
+            return (time.perf_counter() - t0) * 1000
+
+    def _query_vector(self, gen: Generation, query: str) -> np.ndarray:
+        if gen.manifest.embedder is None:
+            raise NoIndex(f"the index of {gen.manifest.root} has no vectors: run `bridge index` without --no-vectors")
+        self._load_embedder(gen)
+        with self._embed_lock:
+            assert self._embedder is not None
             return self._embedder.encode_query(query)
 
     def search(
@@ -241,6 +257,7 @@ class Searcher:
         gen = self._gen
         assert gen is not None
         allowed = _glob_mask(gen, path_glob)
+        load_ms = self._load_embedder(gen) if mode != "lexical" and self._has_vectors(gen) else 0.0
         scores, near = self._retrieve(gen, query, mode, allowed)
         lexical = _top(scores, _CANDIDATES) if len(scores) else []
         dense = [cid for cid, _ in near[:_CANDIDATES]]
@@ -253,8 +270,8 @@ class Searcher:
             order, fused = _files_first(gen, file_score, scores, order, fused, k)
         hits = _with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits, truncated = pack_hits(hits, max_tokens)
-        took = (time.perf_counter() - t0) * 1000
-        return SearchResult(query, mode, took, tuple(hits), truncated, self.info())
+        took = (time.perf_counter() - t0) * 1000 - load_ms
+        return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms)
 
     def rank_files(
         self, query: str, weights: Mapping[str, float] = SIGNALS, path_glob: str | None = None, learned: bool = True
@@ -285,6 +302,10 @@ class Searcher:
         _, rows, features = gen.files.candidates(query, scores, title_scores, near, None, SIGNALS,
                                                  self._votes(gen, query).scores)
         return [gen.files.paths[f] for f in rows.tolist()], features
+
+    def _has_vectors(self, gen: Generation) -> bool:
+        vectors = gen.vectors() if gen.manifest.embedder else None
+        return vectors is not None and vectors.count > 0
 
     def _retrieve(
         self, gen: Generation, query: str, mode: str, allowed: np.ndarray | None

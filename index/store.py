@@ -42,6 +42,7 @@ __all__ = [
     "default_home",
     "default_index_dir",
     "write_chunks",
+    "ChunkWriter",
     "ChunkTable",
 ]
 
@@ -232,6 +233,59 @@ def write_chunks(generation: Path, chunks: list[Chunk]) -> None:
         con.commit()
     finally:
         con.close()
+
+
+class ChunkWriter:
+    """Chunk rows written as they are made, a batch at a time, so memory holds one batch; rows of
+    unchanged files are copied from the `previous` generation's table inside SQLite."""
+
+    def __init__(self, generation: Path, previous: Path | None = None, batch: int = 2000) -> None:
+        self._con = sqlite3.connect(_uri(generation / _CHUNKS, ""), uri=True, isolation_level=None)
+        self._con.execute("PRAGMA journal_mode=OFF")  # a generation is thrown away whole if a write fails
+        self._con.execute("PRAGMA synchronous=OFF")  # publish() fsyncs every file before the swap
+        self._con.execute(_SCHEMA)
+        if previous is not None:
+            self._con.execute("ATTACH DATABASE ? AS prev", (_uri(previous / _CHUNKS, "?mode=ro&immutable=1"),))
+        self._batch = batch
+        self._rows: list[tuple[object, ...]] = []
+        self.count = 0
+
+    def add(self, chunk: Chunk) -> None:
+        c = chunk
+        self._rows.append((self.count, c.path, c.start_line, c.end_line, c.language, c.symbol, c.hash, c.tokens, c.text))
+        self.count += 1
+        if len(self._rows) >= self._batch:
+            self._flush()
+
+    def copy(self, first: int, n: int) -> None:
+        """Append rows first..first+n-1 of the previous generation, renumbered."""
+        self._flush()
+        self._con.execute(
+            "INSERT INTO chunks SELECT id + ?, path, start_line, end_line, language, symbol, hash, tokens, text "
+            "FROM prev.chunks WHERE id >= ? AND id < ?",
+            (self.count - first, first, first + n),
+        )
+        self.count += n
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._con.execute("BEGIN")
+            self._con.executemany("INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?)", self._rows)
+            self._con.execute("COMMIT")
+            self._rows = []
+
+    def close(self) -> None:
+        """Write what is left; the table is complete once this returns."""
+        try:
+            self._flush()
+        finally:
+            self._con.close()
+
+
+def _uri(path: Path, query: str) -> str:
+    from urllib.parse import quote
+
+    return f"file:{quote(str(path))}{query}"
 
 
 class ChunkTable:

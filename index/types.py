@@ -69,6 +69,7 @@ class SearchResult:
     hits: tuple[Hit, ...]
     truncated: bool
     index: IndexInfo
+    load_ms: float = 0.0  # one-off query-model load this search paid for; not part of took_ms
 
 
 @dataclass(frozen=True, slots=True)

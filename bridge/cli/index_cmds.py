@@ -30,6 +30,8 @@ __all__ = ["register"]
 RepoOpt = typer.Option(None, "--repo", help="Repository root (default: the current folder).")
 IndexDirOpt = typer.Option(None, "--index-dir", help="Index folder (default: one per repository under BRIDGE_HOME).")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document to stdout.")
+
+
 def milvus_store(root: Path, uri: str, token_env: str | None) -> MilvusStore:
     """The Milvus store of one repository; the token comes from the named variable."""
     from index.milvus import MilvusStore
@@ -114,7 +116,7 @@ def _index_milvus(root: Path, store: MilvusStore, options: BuildOptions, json_ou
 
 
 def _embedder_spec(spec: str) -> str:
-    if spec in ("minilm", "static", "hash"):
+    if spec in ("minilm", "minilm-torch", "static", "hash"):
         return spec
     folder = Path(spec).expanduser()
     if not folder.is_dir():
@@ -168,7 +170,8 @@ def search_cmd(
         console.print(hit.text, markup=False, highlight=False)
         console.print()
     note = " (last hit cut to fit --max-tokens)" if result.truncated else ""
-    console.print(f"{len(result.hits)} hits in {result.took_ms:.1f} ms{note}; {_freshness(result.index)}")
+    load = f" (+{result.load_ms:.0f} ms loading the query model)" if result.load_ms else ""
+    console.print(f"{len(result.hits)} hits in {result.took_ms:.1f} ms{load}{note}; {_freshness(result.index)}")
 
 
 def _freshness(info: IndexInfo) -> str:

@@ -55,6 +55,7 @@ class SearchCodeResult(BaseModel):
     query: str
     mode: Literal["hybrid", "lexical", "vector"]
     took_ms: float
+    load_ms: float = Field(0.0, description="One-off query-model load this call paid for; not part of took_ms.")
     hits: list[HitModel] = Field(description="In rank order; together at most max_tokens tokens.")
     truncated: bool = Field(description="True when the last hit was cut (or hits dropped) to fit max_tokens.")
     index: IndexInfoModel
@@ -63,7 +64,7 @@ class SearchCodeResult(BaseModel):
     def from_result(cls, result: SearchResult) -> SearchCodeResult:
         """The one conversion from an index search result to the wire shape."""
         model = cls.model_validate(result, from_attributes=True)
-        return model.model_copy(update={"took_ms": round(result.took_ms, 3)})
+        return model.model_copy(update={"took_ms": round(result.took_ms, 3), "load_ms": round(result.load_ms, 3)})
 
 
 class ReadFileResult(BaseModel):

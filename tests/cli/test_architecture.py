@@ -138,8 +138,9 @@ def test_only_the_llama_runtime_imports_llama_cpp() -> None:
     assert _third_party_importers("llama_cpp") == {"bridge.llm.llama"}
 
 
-def test_only_the_embedder_module_imports_torch_or_sentence_transformers() -> None:
-    assert _third_party_importers("torch") | _third_party_importers("sentence_transformers") <= {"index.embed"}
+def test_only_the_embedder_modules_import_torch_or_sentence_transformers() -> None:
+    embedders = {"index.embed", "index.minilm"}
+    assert _third_party_importers("torch") | _third_party_importers("sentence_transformers") <= embedders
 
 
 def test_every_package_declares_its_rooms_in_a_docstring() -> None:

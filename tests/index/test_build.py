@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from index.build import BuildOptions, build_index, fill_vectors
+from index.embed import HashEmbedder
 from index.errors import BadQuery, EmptyRepository, IncompatibleIndex, IndexLocked, NoIndex
 from index.search import Searcher
 from index.store import IndexDir
@@ -57,6 +58,26 @@ def test_lexical_search_works_before_any_vector_exists_and_hybrid_uses_vectors_o
     assert report.complete and report.embedded_chunks == searcher.info().chunks
     after = searcher.search("retry backoff", mode="hybrid")
     assert any(h.vector_rank is not None for h in after.hits)
+
+
+def test_the_first_hybrid_search_reports_the_query_model_load_apart_from_its_search_time(
+    repo: Path, tmp_path: Path
+) -> None:
+    build_index(repo, tmp_path / "idx", HASHED)
+    fill_vectors(tmp_path / "idx")
+    loads: list[str] = []
+
+    def loader(spec: str) -> HashEmbedder:
+        loads.append(spec)
+        return HashEmbedder()
+
+    searcher = Searcher(tmp_path / "idx", embedder_loader=loader)
+    lexical = searcher.search("retry backoff", mode="lexical")
+    first = searcher.search("retry backoff", mode="hybrid")
+    second = searcher.search("retry backoff", mode="hybrid")
+    assert lexical.load_ms == 0.0 and loads == ["hash"]
+    assert first.load_ms > 0.0 and second.load_ms == 0.0
+    assert [h.path for h in first.hits] == [h.path for h in second.hits]
 
 
 def test_embeddings_are_reused_from_the_cache_after_a_rebuild(repo: Path, tmp_path: Path) -> None:

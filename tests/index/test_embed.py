@@ -207,6 +207,24 @@ def test_bundled_minilm_loads_offline_and_ranks_similar_text_higher(monkeypatch:
 
 
 @pytest.mark.slow
+def test_default_minilm_matches_plain_torch_and_answers_queries_without_torch(tmp_path: Path) -> None:
+    fast = load_embedder("minilm", cache_dir=tmp_path)
+    plain = load_embedder("minilm-torch")
+    texts = ["def read_json(path): return json.load(open(path))", "x = 1\n" * 400, "the cat sat on the mat"]
+    assert fast.id == plain.id  # same vectors, so the cache and existing indexes stay valid
+    assert float((fast.encode(texts) * plain.encode(texts)).sum(axis=1).min()) > 0.999
+    for text in texts:
+        assert float(fast.encode_query(text) @ plain.encode_query(text)) > 0.9999
+    code = (
+        "import sys; from pathlib import Path; from index.embed import load_embedder; "
+        f"v = load_embedder('minilm', cache_dir=Path({str(tmp_path)!r})).encode_query('load a JSON file'); "
+        "print(v.shape[0], 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=_ROOT, timeout=120)
+    assert out.stdout.split() == ["384", "False"], out.stderr
+
+
+@pytest.mark.slow
 def test_any_sentence_transformers_folder_loads_by_path() -> None:
     emb = load_embedder(str(bundled_minilm_path()))
     assert emb.dim == 384 and emb.id.startswith("st:model@")

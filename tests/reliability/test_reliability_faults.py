@@ -228,7 +228,7 @@ def test_a_damaged_index_is_rebuilt_by_a_plain_index_run_too(
     indexed: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, index_dir = indexed
-    _damage(index_dir, "lexical/terms.npz", _random)
+    _damage(index_dir, "lexical/terms.ids.i32", _random)
     _damage(index_dir, "manifest.json", _truncate)
     code, _, err = _cli(["index", str(root), "--index-dir", str(index_dir), "--embedder", "hash"], capsys)
     assert code == 0, err

@@ -30,14 +30,17 @@ WORKER = r'''
 import os, shutil, signal, sys
 from pathlib import Path
 
-import index.build, index.embed, index.lexical, index.store, index.vector
+import index.build, index.embed, index.lexical, index.postings, index.store, index.vector
 from index.build import BuildOptions, build_index, fill_vectors
+
+index.postings._RUN_POSTINGS = 300  # several sorted runs of postings per build, flushed while chunking
 
 root, index_dir, point, when, nth = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 TARGETS = {
-    "write_chunks": (index.build, "write_chunks"),
-    "LexicalIndex.save": (index.lexical.LexicalIndex, "save"),
-    "TermCorpus.save": (index.lexical.TermCorpus, "save"),
+    "ChunkWriter.copy": (index.store.ChunkWriter, "copy"),
+    "ChunkWriter.close": (index.store.ChunkWriter, "close"),
+    "LexicalWriter._flush_run": (index.postings.LexicalWriter, "_flush_run"),
+    "LexicalWriter._merge": (index.postings.LexicalWriter, "_merge"),
     "Manifest.to_json": (index.store.Manifest, "to_json"),
     "fsync": (index.store, "_fsync"),
     "os.replace": (os, "replace"),
@@ -92,12 +95,14 @@ KILL_POINTS = [
     KillPoint("after discovery", "progress:discover"),
     KillPoint("after the first 50 files are chunked", "progress:chunk"),
     KillPoint("after all files are chunked", "progress:chunk:done"),
-    KillPoint("after BM25 is built in memory", "progress:lexical"),
-    KillPoint("before the chunk table is written", "write_chunks", "before", evidence="g*.tmp"),
-    KillPoint("after the chunk table is written", "write_chunks", "after", evidence="g*.tmp/chunks.sqlite"),
-    KillPoint("before the BM25 matrix is saved", "LexicalIndex.save", "before", evidence="g*.tmp/chunks.sqlite"),
-    KillPoint("after the BM25 matrix is saved", "LexicalIndex.save", "after", evidence="g*.tmp/lexical"),
-    KillPoint("after the term corpus is saved", "TermCorpus.save", "after", evidence="g*.tmp/lexical"),
+    KillPoint("after BM25 is merged and written", "progress:lexical", evidence="g*.tmp/lexical/bm25.data.npy"),
+    KillPoint("after an unchanged file's rows are copied", "ChunkWriter.copy", "after", nth=3,
+              evidence="g*.tmp/chunks.sqlite"),
+    KillPoint("after a sorted run of postings is flushed", "LexicalWriter._flush_run", "after", nth=2,
+              evidence="g*.tmp/lexical/run00001.tf"),
+    KillPoint("after the chunk table is complete", "ChunkWriter.close", "after", evidence="g*.tmp/lexical/terms.ids.i32"),
+    KillPoint("before the runs are merged into BM25", "LexicalWriter._merge", "before", evidence="g*.tmp/lexical/run*"),
+    KillPoint("after the BM25 matrix is written", "LexicalWriter._merge", "after", evidence="g*.tmp/lexical/bm25.rows.npy"),
     KillPoint("before the manifest is written", "Manifest.to_json", "after", evidence="g*.tmp"),
     KillPoint("while the new generation is fsynced", "fsync", "after", nth=2, evidence="g*.tmp/manifest.json"),
     KillPoint("before the generation is renamed into place", "os.replace", "before", evidence="g*.tmp/manifest.json"),

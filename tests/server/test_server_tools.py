@@ -42,7 +42,7 @@ def test_search_code_gives_the_cli_json_shape_and_a_path_header_before_the_code(
     result = call_tool(server, "search_code", {"query": "parse_config settings file", "k": 3})
     assert not result.is_error
     data = result.structured_content
-    assert set(data) == {"query", "mode", "took_ms", "hits", "truncated", "index"}
+    assert set(data) == {"query", "mode", "took_ms", "load_ms", "hits", "truncated", "index"}
     assert set(data["index"]) == {"root", "files", "chunks", "embedded_chunks", "built_at", "stale_files"}
     top = data["hits"][0]
     assert set(top) == {

