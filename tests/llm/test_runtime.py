@@ -15,7 +15,7 @@ import pytest
 
 from bridge.errors import BudgetError, GenerationError, ModelError, RuntimeUnavailable
 from bridge.llm.gguf import bundled_model_path
-from bridge.llm.llama import LlamaCppRuntime
+from bridge.llm.llama import LlamaCppRuntime, _import_llama_cpp
 from bridge.llm.openai import OpenAICompatRuntime
 from bridge.llm.runtime import Message, Runtime, TemplateOverhead, measure_overhead, resolve_gpu_layers
 from bridge.llm.tokens import EstimateCounter, LlamaTokenCounter, TokenCounter, estimate_tokens, fallback_estimate
@@ -81,7 +81,8 @@ def test_the_estimate_falls_back_when_index_has_no_estimator(monkeypatch: pytest
 
 
 def vocab_counter() -> LlamaTokenCounter:
-    from llama_cpp import Llama
+    # Through the runtime's import, which closes the /dev/null files llama_cpp opens (no warnings at exit).
+    Llama = _import_llama_cpp().Llama
 
     return LlamaTokenCounter(Llama(model_path=str(bundled_model_path()), vocab_only=True, verbose=False))
 
