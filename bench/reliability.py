@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 OUT = ROOT / "bench" / "out"
 MIX = "search=0.6,read=0.3,list=0.1"
 
@@ -238,7 +238,7 @@ def section_inputs(work: Path, args: argparse.Namespace) -> dict:
     (big / "small.py").write_text("def small():\n    return 1\n")  # an index needs one file
     skipped = _child_build(big, work / "big-skip", 1 << 20)
     indexed = _child_build(big, work / "big-index", 2 * 50 * 2**20)
-    from test_reliability_inputs import hostile_repo
+    from support.hostile import hostile_repo
 
     (work / "hostile").mkdir()
     hostile = _child_build(hostile_repo(work / "hostile", git=True), work / "hostile-index", 1 << 20)
@@ -347,7 +347,7 @@ def _md_inputs(d: dict) -> list[str]:
             f"- one {b['bytes'] / 2**20:.0f} MB file: skipped by the default 1 MiB limit in {b['default_limit']['seconds']} s "
             f"({b['default_limit']['skipped']}); with the limit raised, indexed in {b['limit_raised']['seconds']} s into "
             f"{b['limit_raised']['chunks']} chunks, peak RSS {b['limit_raised']['peak_rss_mb']} MB.",
-            f"- the hostile repository of tests/test_reliability_inputs.py: {d['hostile_repo']['seconds']} s, "
+            f"- the hostile repository of tests/support/hostile.py: {d['hostile_repo']['seconds']} s, "
             f"{d['hostile_repo']['files']} files indexed, skipped {d['hostile_repo']['skipped']}."]
 
 

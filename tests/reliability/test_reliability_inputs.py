@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.hostile import BIG, OUTSIDE, SECRET, hostile_repo, write_file
 from support.server import call_tools
 
 import index.discover as discover_module
@@ -25,67 +25,6 @@ from bridge.server.repos import RepoSpec
 from index.build import BuildOptions, BuildReport, build_index
 from index.errors import BadQuery
 from index.search import Searcher
-
-OUTSIDE = "OUTSIDE-MARK-7c1f"
-SECRET = "SECRET-MARK-9d2e"
-BIG = 50 * 1024 * 1024
-
-
-def _write(root: Path, rel: str, data: bytes | str) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-
-
-def hostile_repo(base: Path, git: bool) -> Path:
-    outside = base / "outside"
-    outside.mkdir()
-    (outside / "secret.txt").write_text(f"def leaked():\n    return '{OUTSIDE}'\n")
-    root = base / "repo"
-    root.mkdir()
-    if git:
-        subprocess.run(["git", "init", "-q", str(root)], check=True)
-    _write(root, "src/normal.py", "def parse_config(path):\n    return {}\n")
-    _write(root, "src/latin1.py", b"# caf\xe9 na\xefve\ndef encoded_badly():\n    return '\xff\xfe'\n")
-    _write(root, "src/surrogate.py", b"def lone_surrogate():\n    return '\xed\xa0\x80'\n")
-    _write(root, "src/late_nul.py", "def text_first():\n    pass\n" * 400 + "\x00\x00 binary tail\n")
-    _write(root, "src/bom.py", "\ufeffdef with_bom():\n    return 1\n")
-    _write(root, "src/crlf.py", "def windows_lines():\r\n    return 1\r\n\r\ndef more():\r\n    return 2\r\n")
-    _write(root, "src/old_mac.py", "def lone_cr():\r    return 1\rdef after_cr():\r    return 2\r")
-    _write(root, "src/separators.py", "def form_feed():\n\x0c\n    return 1\n# line\u2028separator\ndef tail():\n    return 2\n")
-    _write(root, "src/control.py", "def controls():\n    return '\x01\x02\x1b[31m\x7f'\n")
-    _write(root, "src/minified.js", "var a=1;" * 100_000)  # one 800 KB line
-    _write(root, "src/many_lines.txt", "x\n" * 200_000)
-    _write(root, "src/emoji.md", "# 🎉 Party\n\n" + "Ünïcödé — ﬁ ligature, 𝔘𝔫𝔦𝔠𝔬𝔡𝔢, عربى, 中文.\n" * 50)
-    _write(root, "src/empty.py", "")
-    _write(root, "src/only_newlines.py", "\n" * 100)
-    _write(root, "img/logo.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 20)
-    _write(root, "bin/tool", b"\x7fELF\x02\x01\x01" + b"\x00" * 4000)
-    _write(root, "data/random.bin", os.urandom(20_000))
-    _write(root, "name with spaces.py", "def spaced():\n    pass\n")
-    _write(root, "-rf.py", "def dash():\n    pass\n")
-    _write(root, "a" * 200 + ".py", "def long_name():\n    pass\n")
-    _write(root, "/".join(f"d{i}" for i in range(60)) + "/deep.py", "def deep():\n    pass\n")
-    _write(root, ".env", f"TOKEN={SECRET}\n")
-    _write(root, "keys/id_rsa", SECRET)
-    _write(root, "vanishes.py", "def vanishing():\n    pass\n")
-    _write(root, "locked.py", "def locked():\n    pass\n")
-    with open(root / "huge.log.py", "wb") as f:
-        f.truncate(BIG)  # 50 MB (sparse: cheap to make, as costly to read as any)
-    os.mkfifo(root / "pipe.py")
-    (root / "newline\nname.py").write_text("def newline_name():\n    pass\n")
-    os.symlink(outside / "secret.txt", root / "link_out.py")
-    os.symlink(outside, root / "outdir")
-    os.symlink("/etc/passwd", root / "passwd.txt")
-    os.symlink("/dev/zero", root / "zero.py")
-    os.symlink("loop_b", root / "loop_a")
-    os.symlink("loop_a", root / "loop_b")
-    os.symlink(".", root / "self")
-    os.symlink("missing.py", root / "dangling.py")
-    os.symlink("src/normal.py", root / "link_in.py")
-    os.symlink(".env", root / "link_env.py")
-    (root / os.fsencode("bad\udcffname.py").decode("utf-8", "surrogateescape")).write_text("def bad():\n    pass\n")
-    return root
 
 
 def _flaky_open(root: Path) -> object:
@@ -258,7 +197,7 @@ def test_a_50_mb_text_file_indexes_when_the_size_limit_allows_it(tmp_path: Path)
 
     root = tmp_path / "big"
     line = "def step_{0}(value):\n    return value * {0} + 1\n\n"
-    _write(root, "big.py", "".join(line.format(i) for i in range(BIG // 50)))
+    write_file(root, "big.py", "".join(line.format(i) for i in range(BIG // 50)))
     assert (root / "big.py").stat().st_size >= BIG
     options = BuildOptions(embedder=None, selection=Selection(max_file_bytes=2 * BIG))
     report = build_index(root, tmp_path / "index", options)
