@@ -449,21 +449,24 @@ class MilvusGeneration:
         scores = np.zeros(self.manifest.chunks, dtype=np.float32)
         if not words or (allowed is not None and not allowed.any()):
             return scores
-        text = encode_terms(words)
+        for hit in self.search(encode_terms(words), "sparse", "BM25", BM25_CANDIDATES, allowed):
+            scores[int(hit["id"])] = abs(float(hit["distance"]))  # Milvus Lite reports -score, Milvus the score
+        return scores
+
+    def search(self, data: Any, field: str, metric: str, limit: int, allowed: np.ndarray | None) -> list[Any]:
+        """The hits of one search on `field` (`sparse`: BM25 over our terms; `dense`: cosine)."""
         hits = self.store.call(
             "search",
             "search",
             self.name,
-            data=[text],
-            anns_field="sparse",
-            limit=min(BM25_CANDIDATES, _MAX_TOPK),
+            data=[data],
+            anns_field=field,
+            limit=min(limit, _MAX_TOPK),
             filter=self._filter(allowed),
             output_fields=[],
-            search_params={"metric_type": "BM25"},
+            search_params={"metric_type": metric},
         )
-        for hit in hits[0]:
-            scores[int(hit["id"])] = abs(float(hit["distance"]))  # Milvus Lite reports -score, Milvus the score
-        return scores
+        return list(hits[0])
 
     def chunks(self, ids: list[int]) -> dict[int, Chunk]:
         if not ids:
@@ -511,20 +514,8 @@ class MilvusVectors:
     def top(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         if k <= 0 or (allowed is not None and not allowed.any()):
             return []
-        gen = self._gen
         vector = np.asarray(query, dtype=np.float32).reshape(-1).tolist()
-        hits = gen.store.call(
-            "search",
-            "search",
-            gen.name,
-            data=[vector],
-            anns_field="dense",
-            limit=min(k, _MAX_TOPK),
-            filter=gen._filter(allowed),
-            output_fields=[],
-            search_params={"metric_type": "COSINE"},
-        )
-        return [(int(h["id"]), float(h["distance"])) for h in hits[0]]
+        return [(int(h["id"]), float(h["distance"])) for h in self._gen.search(vector, "dense", "COSINE", k, allowed)]
 
 
 def build_milvus(
