@@ -164,7 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="the --work folder of bench.swebench")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--l2", type=float, default=L2)
-    parser.add_argument("--reuse", action="store_true", help="reuse the features saved by the last run (WORK/ranker-samples.pkl)")
+    parser.add_argument("--samples", type=Path, default=None,
+                        help="where the features are saved and --reuse finds them (default WORK/ranker-samples.pkl)")
+    parser.add_argument("--reuse", action="store_true", help="reuse the features saved by the last run (--samples)")
     parser.add_argument("--write", action="store_true", help="store the in-sample weights as index/ranker.json")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -172,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"{time.perf_counter() - started:7.1f}s {message}", file=sys.stderr, flush=True)
 
-    saved = args.work / "ranker-samples.pkl"
+    saved = args.samples or args.work / "ranker-samples.pkl"
     if args.reuse and saved.is_file():
         samples = pickle.loads(saved.read_bytes())
     else:

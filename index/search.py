@@ -24,6 +24,7 @@ import numpy as np
 
 from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
+from index.focus import focus
 from index.history import History, vote_scores
 from index.hits import merge_hits, pack_hits
 from index.rank import DENSE_CHUNKS, SIGNALS, title_of
@@ -258,15 +259,16 @@ class Searcher:
         assert gen is not None
         allowed = _glob_mask(gen, path_glob)
         load_ms = self._load_embedder(gen) if mode != "lexical" and self._has_vectors(gen) else 0.0
-        scores, near = self._retrieve(gen, query, mode, allowed)
+        text = focus(query)  # a long report without its pasted output (index/focus.py)
+        scores, near = self._retrieve(gen, text, mode, allowed)
         lexical = _top(scores, _CANDIDATES) if len(scores) else []
         dense = [cid for cid, _ in near[:_CANDIDATES]]
         fused = rrf([r for r in (lexical, dense) if r])
         order = sorted(fused, key=lambda c: (-fused[c], c))
         votes = _Votes(None, {}, None)
         if mode == "hybrid":
-            votes = self._votes(gen, query)
-            file_score = _file_scores(gen, query, scores, near, allowed, SIGNALS, votes.scores, self.ranker)
+            votes = self._votes(gen, text)
+            file_score = _file_scores(gen, text, scores, near, allowed, SIGNALS, votes.scores, self.ranker)
             order, fused = _files_first(gen, file_score, scores, order, fused, k)
         hits = _with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits, truncated = pack_hits(hits, max_tokens)
@@ -284,9 +286,10 @@ class Searcher:
         gen = self._gen
         assert gen is not None
         allowed = _glob_mask(gen, path_glob)
-        scores, near = self._retrieve(gen, query, "hybrid", allowed)
+        text = focus(query)
+        scores, near = self._retrieve(gen, text, "hybrid", allowed)
         ranker = self.ranker if learned else None
-        file_score = _file_scores(gen, query, scores, near, allowed, weights, self._votes(gen, query).scores, ranker)
+        file_score = _file_scores(gen, text, scores, near, allowed, weights, self._votes(gen, text).scores, ranker)
         return [(gen.files.paths[f], file_score[f]) for f in sorted(file_score, key=lambda f: (-file_score[f], f))]
 
     def file_features(self, query: str) -> tuple[list[str], np.ndarray]:
@@ -296,11 +299,12 @@ class Searcher:
         self.refresh()
         gen = self._gen
         assert gen is not None
-        scores, near = self._retrieve(gen, query, "hybrid", None)
-        title = title_of(query)
+        text = focus(query)
+        scores, near = self._retrieve(gen, text, "hybrid", None)
+        title = title_of(text)
         title_scores = gen.bm25(terms(title), None) if title else None
-        _, rows, features = gen.files.candidates(query, scores, title_scores, near, None, SIGNALS,
-                                                 self._votes(gen, query).scores)
+        _, rows, features = gen.files.candidates(text, scores, title_scores, near, None, SIGNALS,
+                                                 self._votes(gen, text).scores)
         return [gen.files.paths[f] for f in rows.tolist()], features
 
     def _has_vectors(self, gen: Generation) -> bool:

@@ -1,0 +1,116 @@
+"""Query latency of one kept index, in one process, model load excluded.
+
+    python -m bench.query_bench INDEX_DIR [--questions FILE] [--queries N] [--out-dir DIR]
+
+INDEX_DIR is an index folder with vectors (e.g. one that `python -m bench.swebench` keeps under
+WORK/indexes: an astropy tree is about 60k chunks). The embedder the index was built with is
+loaded and warmed by one search before anything is timed. Three kinds of query, each `--queries`
+long (taken in order, repeated if the file is short):
+
+- phrases: short questions of a few words;
+- titles: the first line of each question in FILE (a bug report's summary);
+- reports: the whole question text (bug reports up to 25 KB).
+
+For each kind it times `Searcher.search(k=5)` in hybrid mode (the product: fusion, history and the
+learned second stage), hybrid without the second stage (`rank_files(learned=False)`, the
+reference) and lexical mode, taking turns per query so that load from other processes falls on
+all three alike. Writes OUT_DIR/query_bench.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from itertools import cycle, islice
+from pathlib import Path
+from typing import Any
+
+from bench import paths
+from bridge.measure.evaluate import load_questions
+from index.embed import load_embedder
+from index.search import Searcher
+from index.store import default_home
+
+__all__ = ["main", "percentile"]
+
+PHRASES = ("how are http cookies parsed", "retry a failed socket connection", "decode json with object hook",
+           "walk a directory tree recursively", "format a date in iso 8601", "compress data with zlib",
+           "where is the config file read", "units conversion of a quantity")
+MAX_QUERY_BYTES = 1 << 20
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _ms(call: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    call()
+    return (time.perf_counter() - started) * 1000
+
+
+def measure(searcher: Searcher, queries: Sequence[str]) -> dict[str, dict[str, float]]:
+    """p50 / p95 / mean milliseconds of each way of searching, over the same queries in turn."""
+    ways: dict[str, Callable[[str], Any]] = {
+        "hybrid": lambda q: searcher.search(q, k=5, mode="hybrid"),
+        "hybrid-fused": lambda q: searcher.rank_files(q, learned=False),
+        "lexical": lambda q: searcher.search(q, k=5, mode="lexical"),
+    }
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for query in queries:
+        for name, way in ways.items():
+            times[name].append(_ms(lambda: way(query)))
+    return {name: {"p50_ms": round(statistics.median(t), 2), "p95_ms": round(percentile(t, 0.95), 2),
+                   "mean_ms": round(statistics.fmean(t), 2)} for name, t in times.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("index_dir", type=Path)
+    parser.add_argument("--questions", type=Path, default=paths.questions())
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--out-dir", type=Path, default=paths.OUT)
+    args = parser.parse_args(argv)
+    probe = Searcher(args.index_dir, max_query_bytes=MAX_QUERY_BYTES)
+    spec = probe.manifest.embedder
+    if spec is None:
+        raise SystemExit(f"{args.index_dir} has no vectors: index it without --no-vectors")
+    embedder = load_embedder(spec, cache_dir=default_home() / "models")
+    searcher = Searcher(args.index_dir, embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES)
+    started = time.perf_counter()
+    searcher.warm()
+    searcher.search(PHRASES[0], k=5)  # loads the query embedder and the history: not timed
+    load_s = time.perf_counter() - started
+    texts = [q.query for q in load_questions(args.questions)]
+    kinds = {
+        "phrases": list(islice(cycle(PHRASES), args.queries)),
+        "titles": list(islice(cycle(t.strip().splitlines()[0] for t in texts), args.queries)),
+        "reports": list(islice(cycle(texts), args.queries)),
+    }
+    info = searcher.info()
+    result: dict[str, Any] = {"index": str(args.index_dir), "embedder": spec, "chunks": info.chunks,
+                              "embedded": info.embedded_chunks, "files": info.files,
+                              "history": searcher.history() is not None, "load_s": round(load_s, 2),
+                              "queries": args.queries, "kinds": {}}
+    for kind, queries in kinds.items():
+        result["kinds"][kind] = measure(searcher, queries)
+        print(f"{kind}: {result['kinds'][kind]}", file=sys.stderr, flush=True)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "query_bench.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"{info.chunks} chunks ({info.embedded_chunks} embedded, {spec}), history {result['history']}, "
+          f"{args.queries} queries per kind; load and warm-up {load_s:.1f} s (not timed)\n")
+    print("| queries | hybrid p50 | hybrid p95 | hybrid-fused p50 | lexical p50 |")
+    print("|---|---:|---:|---:|---:|")
+    for kind, row in result["kinds"].items():
+        print(f"| {kind} | {row['hybrid']['p50_ms']:.1f} | {row['hybrid']['p95_ms']:.1f} "
+              f"| {row['hybrid-fused']['p50_ms']:.1f} | {row['lexical']['p50_ms']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
