@@ -1,7 +1,7 @@
 """Natural-language questions about three public codebases: hybrid vs lexical vs vector, file level.
 
     python -m bench.nl_bench [--questions bench/data/nl_questions.jsonl] [--work DIR] [--out-dir DIR]
-                             [--root NAME=PATH ...] [--embedder minilm|static]
+                             [--root NAME=PATH ...] [--embedder minilm|static] [--keep]
 
 bench/data/nl_questions.jsonl holds questions written by reading the code of CPython's asyncio
 package, httpx (an installed dependency) and this repository, in words a user would use rather
@@ -9,7 +9,9 @@ than the code's own names; each names its gold file relative to its codebase. Th
 found where Python imports them from (this repository: its own checkout, indexed with its git
 history); `--root NAME=PATH` points one elsewhere. asyncio and httpx are copied first (Python files
 only) so that the index sees them as plain folders. `--embedder` picks the vectors: `minilm` (the
-product's default) or `static` (the fast distilled one, as bench.swebench uses).
+product's default) or `static` (the fast distilled one, as bench.swebench uses). `--keep` updates
+the indexes of an earlier run in the same --work folder instead of rebuilding them (re-embedding only
+what changed).
 
 Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fusion of
 index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The
@@ -78,15 +80,16 @@ def _selection(root: Path, questions_file: Path) -> Selection:
 
 
 def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log: Any,
-        questions_file: Path = DEFAULT_QUESTIONS, embedder_spec: str = "minilm") -> dict[str, Any]:
+        questions_file: Path = DEFAULT_QUESTIONS, embedder_spec: str = "minilm", keep: bool = False) -> dict[str, Any]:
     embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models")
     results: dict[str, dict[str, list[QuestionResult]]] = {}
     ranked: dict[str, dict[str, list[str]]] = {}
     for name in sorted({q["codebase"] for q in questions}):
-        root = roots[name] if name == "bridge" else _copy_python(roots[name], work / "src" / name)
+        source = work / "src" / name
+        root = roots[name] if name == "bridge" else source if keep and source.is_dir() else _copy_python(roots[name], source)
         index_dir = work / "indexes" / name
         build_index(root, index_dir, BuildOptions(_selection(root, questions_file), embedder=embedder_spec,
-                                                 rebuild=True))
+                                                 rebuild=not keep))
         fill_vectors(index_dir, embedder=embedder)
         searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder)
         history = searcher.history()
@@ -124,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--root", action="append", default=[], help="NAME=PATH: where a codebase is")
     parser.add_argument("--embedder", default="minilm", help="minilm (the product's default) or static")
+    parser.add_argument("--keep", action="store_true", help="update the indexes of an earlier run in --work")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     roots = _default_roots()
@@ -135,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{time.perf_counter() - started:7.1f}s {message}", file=sys.stderr, flush=True)
 
     questions = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
-    result = run(questions, roots, args.work, log, args.questions, args.embedder)
+    result = run(questions, roots, args.work, log, args.questions, args.embedder, args.keep)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "nl_bench.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     text = markdown(result["summary"])

@@ -74,25 +74,31 @@ def collect(questions_file: Path, corpora: Path, mirrors: Path, work: Path, log:
     return samples
 
 
-def _loss(w: np.ndarray, samples: Sequence[Sample], l2: float) -> tuple[float, np.ndarray]:
-    """Σ -log P(gold | question) under a softmax over the candidates, plus l2·|w|²; and its gradient.
+def _loss(w: np.ndarray, samples: Sequence[Sample], l2: float, weights: np.ndarray) -> tuple[float, np.ndarray]:
+    """Σ weight·(-log P(gold | question)) under a softmax over the candidates, plus l2·|w|²; and its
+    gradient.
 
     (Pulling w towards the fused order instead of towards 0 was tried: leave-one-repository-out
     recall@1 0.543-0.550 against 0.557 here, bench/RESULTS.md.)"""
     total, grad = l2 * float(w @ w), 2 * l2 * w
-    for s in samples:
+    for s, weight in zip(samples, weights):
         z = s.features @ w
         p = np.exp(z - logsumexp(z))
         zg = z[s.gold]
         pg = np.exp(zg - logsumexp(zg))  # the gold files' share among themselves
-        total += float(logsumexp(z) - logsumexp(zg))
-        grad += s.features.T @ p - s.features[s.gold].T @ pg
+        total += weight * float(logsumexp(z) - logsumexp(zg))
+        grad += weight * (s.features.T @ p - s.features[s.gold].T @ pg)
     return total, grad
 
 
-def fit(samples: Sequence[Sample], l2: float = L2) -> np.ndarray:
+def fit(samples: Sequence[Sample], l2: float = L2, extra: Sequence[Sample] = (), extra_weight: float = 1.0) -> np.ndarray:
+    """Weights fitted to `samples` and, each counting `extra_weight`, to the `extra` pairs."""
     usable = [s for s in samples if s.gold.any()]
-    done = minimize(_loss, np.zeros(len(FEATURES)), args=(usable, l2), jac=True, method="L-BFGS-B", options={"maxiter": 500})
+    more = [s for s in extra if s.gold.any()]
+    weights = np.asarray([1.0] * len(usable) + [extra_weight] * len(more))
+    width = usable[0].features.shape[1] if usable else len(FEATURES)
+    done = minimize(_loss, np.zeros(width), args=([*usable, *more], l2, weights), jac=True,
+                    method="L-BFGS-B", options={"maxiter": 500})
     return np.asarray(done.x)
 
 
@@ -116,17 +122,20 @@ def evaluate(samples: Sequence[Sample], weights: Sequence[np.ndarray]) -> dict[s
     }
 
 
-def leave_one_repo_out(samples: Sequence[Sample], l2: float) -> list[np.ndarray]:
-    """Per sample, the weights fitted without any question of its repository."""
-    by_repo = {repo: fit([s for s in samples if s.repo != repo], l2) for repo in sorted({s.repo for s in samples})}
+def leave_one_repo_out(samples: Sequence[Sample], l2: float, extra: Sequence[Sample] = (),
+                       extra_weight: float = 1.0) -> list[np.ndarray]:
+    """Per sample, the weights fitted without any question of its repository (extra pairs: always)."""
+    by_repo = {repo: fit([s for s in samples if s.repo != repo], l2, extra, extra_weight)
+               for repo in sorted({s.repo for s in samples})}
     return [by_repo[s.repo] for s in samples]
 
 
-def report(samples: Sequence[Sample], l2: float) -> tuple[dict[str, Any], np.ndarray]:
+def report(samples: Sequence[Sample], l2: float, extra: Sequence[Sample] = (),
+           extra_weight: float = 1.0) -> tuple[dict[str, Any], np.ndarray]:
     fused = np.zeros(len(FEATURES))
     fused[FEATURES.index("fused_inv_rank")] = 1.0
-    weights = fit(samples, l2)
-    loo = leave_one_repo_out(samples, l2)
+    weights = fit(samples, l2, extra, extra_weight)
+    loo = leave_one_repo_out(samples, l2, extra, extra_weight)
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(samples):
         groups.setdefault(s.repo, []).append(i)
@@ -138,14 +147,17 @@ def report(samples: Sequence[Sample], l2: float) -> tuple[dict[str, Any], np.nda
                 "in_sample": evaluate(picked, [weights] * len(picked)),
                 "loo": evaluate(picked, [loo[i] for i in idx])}
 
-    out = {"l2": l2, "rerank": RERANK, "overall": rows(range(len(samples))),
+    out = {"l2": l2, "rerank": RERANK, "extra_pairs": len(extra), "extra_weight": extra_weight,
+           "overall": rows(range(len(samples))),
            "groups": {key: rows(idx) for key, idx in sorted(groups.items())},
            "weights": dict(zip(FEATURES, np.round(weights, 5).tolist()))}
     return out, weights
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [f"Second stage, softmax over the {result['rerank']} best fused files, L2 {result['l2']}:", "",
+    extra = (f", with {result['extra_pairs']} commit pairs of other repositories (weight {result['extra_weight']})"
+             if result["extra_pairs"] else "")
+    lines = [f"Second stage, softmax over the {result['rerank']} best fused files, L2 {result['l2']}{extra}:", "",
              "| questions | n | fused R@1 | fused R@5 | in-sample R@1 | in-sample R@5 | in-sample MRR "
              "| LOO R@1 | LOO R@5 | LOO MRR |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, r in [("all", result["overall"]), *result["groups"].items()]:
@@ -167,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--samples", type=Path, default=None,
                         help="where the features are saved and --reuse finds them (default WORK/ranker-samples.pkl)")
     parser.add_argument("--reuse", action="store_true", help="reuse the features saved by the last run (--samples)")
+    parser.add_argument("--extra", type=Path, action="append", default=[],
+                        help="commit pairs of other repositories (bench.commit_pairs --out), added to every fit")
+    parser.add_argument("--extra-weight", type=float, default=1.0, help="how much each extra pair counts")
     parser.add_argument("--write", action="store_true", help="store the in-sample weights as index/ranker.json")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -180,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         samples = collect(args.questions, args.corpora, args.mirrors, args.work, log)
         saved.write_bytes(pickle.dumps(samples))
-    result, weights = report(samples, args.l2)
+    extra = [s for path in args.extra for s in pickle.loads(path.read_bytes())]
+    result, weights = report(samples, args.l2, extra, args.extra_weight)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "train_ranker.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     text = markdown(result)
@@ -188,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     if args.write:
         model = {"features": list(FEATURES), "weights": dict(zip(FEATURES, weights.tolist())),
-                 "trained_on": f"shared/bench swebench_lite, {len(samples)} questions, l2 {args.l2}"}
+                 "trained_on": f"shared/bench swebench_lite, {len(samples)} questions, l2 {args.l2}"
+                 + (f", {len(extra)} commit pairs of other repositories (weight {args.extra_weight})" if extra else "")}
         target = Path(__file__).resolve().parent.parent / "index" / "ranker.json"
         target.write_text(json.dumps(model, indent=1) + "\n", encoding="utf-8")
         log(f"wrote {target}")

@@ -173,9 +173,11 @@ class FileEvidence:
         """Score of every file with some evidence (`allowed`: a mask over files; `history`: summed
         past-commit votes per file). With a `ranker`, the RERANK best files by fused score are
         re-ordered by it and scored above the rest (scores in (1, 2]); the rest keep the fused
-        order (scores in (0, 1])."""
+        order (scores in (0, 1]). A question of one line keeps the fused order: the ranker was
+        trained on bug reports, every one a title and a body, and its title features are empty
+        for a single line."""
         fused, rows, features = self.candidates(query, chunk_scores, title_scores, dense, allowed, weights, history)
-        if ranker is None or not fused:
+        if ranker is None or not fused or title_of(query) is None:
             return fused
         learned = ranker.scores(features)
         out = dict(zip(rows.tolist(), (np.exp(learned - learned.max()) + 1.0).tolist()))
