@@ -10,8 +10,9 @@ commits are the fixes the benchmarks ask about). For each one:
 2. the tree at S, indexed as bench.swebench indexes a base commit (lexical + static vectors),
    with the history of S's ancestors only (index/history.py);
 3. pairs from the non-merge commits after S, oldest first: the question is the commit message (a
-   subject and a body, as a report has a title and a body), the gold files the implementation files (not tests, docs or non-code, index/rank.is_auxiliary) it
-   changed that exist at S, at most MAX_GOLD of them;
+   subject and a body, as a report has a title and a body), the gold files the implementation
+   files (not tests, docs or non-code: index/rank.is_auxiliary) it changed that exist at S, at
+   most MAX_GOLD of them;
 4. per pair, the second stage's candidates and feature rows (`Searcher.file_features`), kept as
    bench.train_ranker Samples with repo `extra:NAME`.
 

@@ -100,10 +100,10 @@ def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log
                 files, ms = _rank(searcher, q["query"], mode)
                 results.setdefault(mode, {}).setdefault(name, []).append(QuestionResult(question, tuple(files), (), ms))
                 ranked.setdefault(q["id"], {})[mode] = files[:10]
-    keep = ("n", "recall_at_1", "recall_at_5", "mrr", "median_latency_ms")
+    columns = ("n", "recall_at_1", "recall_at_5", "mrr", "median_latency_ms")
 
     def row(items: list[QuestionResult], mode: str) -> dict[str, Any]:
-        return {k: v for k, v in asdict(aggregate(mode, items)).items() if k in keep}
+        return {k: v for k, v in asdict(aggregate(mode, items)).items() if k in columns}
 
     summary = {mode: {"all": row([r for rs in by.values() for r in rs], mode),
                       **{name: row(rs, mode) for name, rs in by.items()}} for mode, by in results.items()}

@@ -48,9 +48,9 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def _ms(call: Callable[[], Any]) -> float:
+def _ms(way: Callable[[str], Any], query: str) -> float:
     started = time.perf_counter()
-    call()
+    way(query)
     return (time.perf_counter() - started) * 1000
 
 
@@ -64,7 +64,7 @@ def measure(searcher: Searcher, queries: Sequence[str]) -> dict[str, dict[str, f
     times: dict[str, list[float]] = {name: [] for name in ways}
     for query in queries:
         for name, way in ways.items():
-            times[name].append(_ms(lambda: way(query)))
+            times[name].append(_ms(way, query))
     return {name: {"p50_ms": round(statistics.median(t), 2), "p95_ms": round(percentile(t, 0.95), 2),
                    "mean_ms": round(statistics.fmean(t), 2)} for name, t in times.items()}
 

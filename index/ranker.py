@@ -3,7 +3,8 @@
 The hand-set fusion of index/rank.py (every signal weight 1, tests and docs halved) is the first
 stage; its RERANK best files are then scored by w·x over FEATURES (each signal's rank and relative
 score, the fused score, auxiliary and named flags, history votes, path facts) and re-ordered.
-Files past RERANK keep their fused order below the re-ordered ones.
+Files past RERANK keep their fused order below the re-ordered ones. A question of one line keeps
+the fused order (index/rank.FileEvidence.rank): every training question is a report of several lines.
 
 The weights are trained offline on shared/bench by `python -m bench.train_ranker` (a softmax over
 each question's candidate files, so the gold file is pushed to the top; leave-one-repository-out

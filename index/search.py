@@ -8,7 +8,8 @@ Hybrid mode also ranks files (index/rank.py: the chunk rankings seen per file, t
 files and modules the query names, definitions of the identifiers it uses, tests and docs
 demoted) and answers file first: the best chunk of each of the k best files, scored by its
 file's fused score; further chunks follow only when fewer than k files have any evidence.
-`lexical` and `vector` are the two single retrievers, ranked chunk by chunk.
+`lexical` and `vector` are the two single retrievers, ranked chunk by chunk. Every mode searches a
+report longer than 4 KB by its focused text (index/focus.py: its pasted output left out).
 """
 
 from __future__ import annotations
