@@ -67,18 +67,21 @@ def _tree(git_dir: Path, sha: str, target: Path) -> Path:
     return target
 
 
-def collect_pairs(git_dir: Path, name: str, work: Path, back: int, pairs: int, log: Any) -> list[Sample]:
-    """Samples from the commits after the snapshot of one mirror (see the module doc)."""
+def collect_pairs(git_dir: Path, name: str, work: Path, back: int, pairs: int, log: Any,
+                  embedder_spec: str | None = "static") -> list[Sample]:
+    """Samples from the commits after the snapshot of one mirror (see the module doc);
+    `embedder_spec` None: a lexical index (the dense features are then empty)."""
     snapshot = _snapshot(git_dir, back)
     tree = _tree(git_dir, snapshot, work / "trees" / name)
     index_dir = work / "indexes" / name
-    embedder = load_embedder("static", cache_dir=default_home() / "models")
-    build = build_index(tree, index_dir, BuildOptions(embedder="static", history=False, rebuild=True))
-    fill_vectors(index_dir, embedder=embedder)
+    build = build_index(tree, index_dir, BuildOptions(embedder=embedder_spec, history=False, rebuild=True))
+    embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models") if embedder_spec else None
+    if embedder is not None:
+        fill_vectors(index_dir, embedder=embedder)
     history = update_from_git(git_dir, snapshot, index_dir)
     log(f"{name}@{snapshot[:12]}: {build.chunks} chunks, history of {history.commits} commits")
-    searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES,
-                        learned=False)
+    searcher = Searcher(index_dir, embedder_loader=(lambda _spec: embedder) if embedder else None,
+                        max_query_bytes=MAX_QUERY_BYTES, learned=False)
     present = set(searcher.manifest.files)
     later = read_commits(git_dir, "HEAD", 100_000, since=snapshot)[::-1]  # oldest first
     samples: list[Sample] = []
