@@ -69,7 +69,7 @@ def focus_report(query: str, min_bytes: int = FOCUS_BYTES) -> Focused:
             kept.append(line)
         else:
             dropped[rule] = dropped.get(rule, 0) + 1
-    if not any(line.strip() for line in kept[1:]):
+    if sum(bool(line.strip()) for line in kept) <= 1:  # nothing left but the title
         return Focused(query, {})
     if len(text) < len(query):
         dropped["comments"] = query.count("<!--")

@@ -64,8 +64,14 @@ def test_code_lines_that_look_like_versions_are_kept():
 def test_a_report_that_would_keep_only_its_title_is_searched_whole():
     question = "\n".join(["numpy 1.24.1"] * 500)
     assert focus(question) == question
-    titled = "\n".join(["pip list", *["numpy 1.24.1"] * 500])
+    titled = "\n".join(["", "pip list", *["numpy 1.24.1"] * 500])
     assert focus(titled) == titled
+
+
+def test_the_title_is_the_first_line_with_text_even_after_blank_lines_and_template_comments():
+    text = focus("\n".join(["<!-- describe the bug -->", "", "numpy 1.24.1 breaks on import", TRACEBACK, PIP_LIST]))
+    assert text.strip().splitlines()[0] == "numpy 1.24.1 breaks on import"
+    assert "settings" not in text
 
 
 def make_repo(root: Path) -> Path:
