@@ -213,8 +213,11 @@ class LlamaCppRuntime:
         decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
+        prefix: str = "",
     ) -> Generation:
-        tokens = self._tokens(messages)
+        """Generate the assistant's reply; with `prefix`, the reply already begins with it and generation
+        continues after it (the returned text and counts are of the continuation only)."""
+        tokens = self._tokens(messages) + self._text_tokens(prefix)
         check_fits(len(tokens), max_tokens, self.n_ctx)
         llama = self._llama
         start = time.perf_counter()
@@ -271,22 +274,32 @@ class LlamaCppRuntime:
             finish_reason=finish,
         )
 
+    def _text_tokens(self, text: str) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
+
     def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        return self.pick_citations(messages, answer.rstrip() + "\n\nSources: ", citations)
+
+    def pick_citations(
+        self, messages: Sequence[Message], prefix: str, citations: Sequence[str], most: int = 3
+    ) -> str | None:
+        """The model's choice of 1..`most` of `citations` (comma-separated) right after a reply begun with
+        `prefix`, under a GBNF grammar that allows nothing else; None when the context has no room."""
         if not citations:
             return None
         from llama_cpp import LlamaGrammar
 
         llama = self._llama
-        grammar = LlamaGrammar.from_string(citation_grammar(citations), verbose=False)
-        prefix = answer.rstrip() + "\n\nSources: "
-        tokens = self._tokens(messages) + llama.tokenize(prefix.encode("utf-8"), add_bos=False, special=False)
-        longest = max(len(llama.tokenize(c.encode("utf-8"), add_bos=False)) for c in citations)
-        if len(tokens) + 3 * (longest + 2) > self.n_ctx:
+        grammar = LlamaGrammar.from_string(citation_grammar(citations, most), verbose=False)
+        tokens = self._tokens(messages) + self._text_tokens(prefix)
+        longest = max(len(self._text_tokens(c)) for c in citations)
+        limit = most * (longest + 2)
+        if len(tokens) + limit > self.n_ctx:
             return None  # no room left in the context for the line
-        self._reuse_prefix(tokens)  # the prompt and answer are usually still in the KV cache
+        self._reuse_prefix(tokens)  # the prompt (and answer) are usually still in the KV cache
         picked: list[int] = []
         for token in llama.generate(tokens, temp=0.0, grammar=grammar):
-            if self._is_eog(self._vocab, token) or len(picked) >= 3 * (longest + 2):
+            if self._is_eog(self._vocab, token) or len(picked) >= limit:
                 break
             picked.append(token)
         text = llama.detokenize(picked).decode("utf-8", "replace")
