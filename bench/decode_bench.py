@@ -7,7 +7,9 @@ retrieved once, through the in-process MCP server as `bridge ask` does, then eve
 decoding) pair generates one answer with the same snippets. The formats differ only in the system
 prompt and in the text around the snippets, or (lead_*) in the opening the answer is made to start
 with: "According to `" or "According to [" that the model continues freely, or "According to `"
-plus one retrieved citation the model picks under a GBNF grammar; the decodings only in sampling. No loop guard runs
+plus one retrieved citation the model picks under a GBNF grammar, or (tail_*) in a closing: an
+answer that cites no retrieved source is continued with " (see " and the model writes the rest;
+the decodings only in sampling. No loop guard runs
 here: the raw text is scored. Per pair: loop rate (a word 6-gram three times), rate of answers
 that cite a retrieved source as path:start-end, answer_contains rate, unknown-citation rate,
 rate of answers whose citation names a gold file, median words, median seconds. Prints a table; writes bench/out/decode.json.
@@ -53,6 +55,20 @@ SHORT_SYSTEM = (
 # Openings the answer is made to start with (the product's prompt; the model continues after them).
 # lead_grammar: the model picks one retrieved citation under a GBNF grammar after "According to `".
 LEADS = {"lead_tick": "According to `", "lead_bracket": "According to [", "lead_grammar": "According to `"}
+# Closings: when the answer cites no retrieved source, it is continued with this text and the model
+# writes the citation freely (up to the closing parenthesis or the end of the line).
+TAILS = {"tail_see": " (see "}
+
+
+def close_with(runtime: LlamaCppRuntime, messages: Sequence[Message], text: str, tail: str, decoding: Decoding) -> str:
+    """`text` continued with `tail` and what the model writes after it, up to ")" or a line end."""
+    g = runtime.generate(
+        messages, max_tokens=40, decoding=decoding, prefix=text.rstrip() + tail,
+        stop_when=lambda piece: ")" in piece or "\n" in piece,
+    )
+    said = g.text.split("\n")[0]
+    said = said[: said.index(")") + 1] if ")" in said else said
+    return text.rstrip() + tail + said
 
 
 def render(fmt: str, snippets: Sequence[Snippet], question: str) -> list[Message]:
@@ -60,7 +76,7 @@ def render(fmt: str, snippets: Sequence[Snippet], question: str) -> list[Message
     first = snippets[0].citation if snippets else "path:start-end"
     if fmt == "plain":  # the prompt of issue 14's first stage (prompts/*.txt, no citation example)
         return [Message("system", system_prompt()), Message("user", body + render_question(question))]
-    if fmt == "product" or fmt in LEADS:  # the product's prompt today: the first citation as the example
+    if fmt == "product" or fmt in LEADS or fmt in TAILS:  # the product's prompt today: the first citation as the example
         return [Message("system", system_prompt()), Message("user", body + render_question(question, first))]
     if fmt == "question_first":
         return [
@@ -83,7 +99,7 @@ def render(fmt: str, snippets: Sequence[Snippet], question: str) -> list[Message
         return [Message("system", system_prompt()), Message("user", body + tail)]
     raise SystemExit(
         f"unknown format {fmt!r}: use plain, product, question_first, short_system, example, cite_first, "
-        f"{', '.join(LEADS)}"
+        f"{', '.join([*LEADS, *TAILS])}"
     )
 
 
@@ -158,6 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             lead = opening(runtime, fmt, messages, spans)
                             g = runtime.generate(messages, max_tokens=args.max_tokens, decoding=decoding, prefix=lead)
                             text = lead + g.text
+                            if fmt in TAILS and not check_citations(text, spans).valid:
+                                text = close_with(runtime, messages, text, TAILS[fmt], decoding)
                             check = check_citations(text, spans)
                             extra: dict[str, Any] = {}
                             if args.grammar and spans:
