@@ -43,6 +43,8 @@ DECODINGS: dict[str, Decoding] = {
     "rp11_freq03": Decoding(repeat_penalty=1.1, frequency_penalty=0.3),
     "t03_minp": Decoding(temperature=0.3, top_p=1.0, min_p=0.1, repeat_penalty=1.1),
     "t07_topp": Decoding(temperature=0.7, top_p=0.9, min_p=0.0, repeat_penalty=1.1),
+    # the same with another seed: a second sample of each answer, to tell a format's effect from chance
+    "t03_minp_s1": Decoding(temperature=0.3, top_p=1.0, min_p=0.1, repeat_penalty=1.1, seed=1),
 }
 
 SHORT_SYSTEM = (
