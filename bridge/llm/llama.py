@@ -158,6 +158,7 @@ class LlamaCppRuntime:
             flash_attn=flash_attn,
             exact_tokens=True,
             notes=tuple(notes),
+            continues=True,
         )
         self.threads = threads
 
@@ -293,9 +294,11 @@ class LlamaCppRuntime:
         grammar = LlamaGrammar.from_string(citation_grammar(citations, most), verbose=False)
         tokens = self._tokens(messages) + self._text_tokens(prefix)
         longest = max(len(self._text_tokens(c)) for c in citations)
-        limit = most * (longest + 2)
-        if len(tokens) + limit > self.n_ctx:
+        if len(tokens) + most * (longest + 2) > self.n_ctx:
             return None  # no room left in the context for the line
+        # A cap only (the grammar ends the line): under a grammar the model may spell a citation in more,
+        # shorter tokens than it tokenizes to, but never in more tokens than characters.
+        limit = min(most * (max(len(c) for c in citations) + 2), self.n_ctx - len(tokens))
         self._reuse_prefix(tokens)  # the prompt (and answer) are usually still in the KV cache
         picked: list[int] = []
         for token in llama.generate(tokens, temp=0.0, grammar=grammar):

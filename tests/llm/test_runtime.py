@@ -190,6 +190,12 @@ def test_the_server_runtime_is_a_runtime(remote: OpenAICompatRuntime) -> None:
     assert runtime.info.kind == "openai-compatible"
 
 
+def test_the_server_cannot_continue_a_begun_answer_and_says_so(remote: OpenAICompatRuntime) -> None:
+    assert not remote.info.continues
+    with pytest.raises(GenerationError, match="cannot continue a begun answer"):
+        remote.generate(QUESTION, max_tokens=4, prefix="The capital is")
+
+
 def test_the_server_reports_its_context_size(remote: OpenAICompatRuntime) -> None:
     assert remote.n_ctx == 512
     assert remote.info.notes == ()
@@ -338,6 +344,21 @@ def test_the_bundled_model_generates_with_timings(smollm: LlamaCppRuntime) -> No
 def test_the_bundled_model_prefills_with_as_many_threads_as_it_decodes_with(smollm: LlamaCppRuntime) -> None:
     llama = smollm._llama
     assert llama.context_params.n_threads_batch == llama.context_params.n_threads == smollm.threads == default_threads()
+
+
+@pytest.mark.slow
+def test_a_begun_answer_is_continued_and_only_the_continuation_is_returned(smollm: LlamaCppRuntime) -> None:
+    assert smollm.info.continues
+    g = smollm.generate(QUESTION, max_tokens=8, prefix="The capital of France is")
+    assert g.prompt_tokens == smollm.count_messages(QUESTION) + smollm.count_tokens("The capital of France is")
+    assert "paris" in g.text.lower() and not g.text.startswith("The capital")
+
+
+@pytest.mark.slow
+def test_a_citation_picked_after_an_opening_is_one_of_those_offered(smollm: LlamaCppRuntime) -> None:
+    offered = ["src/config.py:1-10", "src/server.py:4-7"]
+    picked = smollm.pick_citations(QUESTION, "According to `", offered, most=1)
+    assert picked in offered
 
 
 @pytest.mark.slow
