@@ -41,10 +41,10 @@ from typing import Any
 
 from bench.paths import OUT, REPO, bench_home
 from bridge.chat.answers import LoopGuard, Span, check_citations, finish_answer, has_loop
-from bridge.chat.prompt import answer_opening, render_question, render_snippet, system_prompt
+from bridge.chat.prompt import render_question, render_snippet, system_prompt
 from bridge.chat.session import ChatSession, open_runtime, pick_sources
 from bridge.chat.settings import Settings, load_settings
-from bridge.llm.runtime import Message, Runtime, decoding_for, leads_with_citation
+from bridge.llm.runtime import Message, Runtime, decoding_for
 
 QUESTIONS = REPO / "bench" / "answer_questions.jsonl"
 
@@ -185,8 +185,7 @@ def gold_hit(spans: Sequence[Span], gold: Sequence[str]) -> bool:
 
 
 def score(
-    q: Question, arm: str, answer: Any, spans: Sequence[Span], generation: Any, seconds: float, picked: bool,
-    opening: str = "",
+    q: Question, arm: str, answer: Any, spans: Sequence[Span], generation: Any, seconds: float, picked: bool
 ) -> Scored:
     return Scored(
         id=q.id,
@@ -196,7 +195,7 @@ def score(
         looped=answer.looped or has_loop(answer.model_text),
         shown_loop=has_loop(answer.text),
         cites_source=answer.citations.cited_sources,
-        free_cites=check_citations(opening + generation.text, spans).cited_sources,
+        free_cites=check_citations(generation.text, spans).cited_sources,
         grammar_pick=picked,
         unknown_citations=len(answer.citations.unknown),
         contains=contains_all(answer.model_text, q.answer_contains),
@@ -215,29 +214,25 @@ def ask_retrieval(session: ChatSession, q: Question) -> Scored:
     turn = session.ask(q.query)
     spans = [Span(s.path, s.start_line, s.end_line) for s in turn.sources]
     seconds = time.perf_counter() - start
-    opening = session.opening if spans else ""
-    return score(q, "retrieval", turn.checked, spans, turn.generation, seconds, turn.picked is not None, opening)
+    return score(q, "retrieval", turn.checked, spans, turn.generation, seconds, turn.picked is not None)
 
 
 def ask_full(runtime: Runtime, settings: Settings, context: tuple[str, tuple[Span, ...]], q: Question) -> Scored:
     text, spans = context
     messages = [Message("system", system_prompt()), Message("user", text + render_question(q.query))]
-    opening = answer_opening() if leads_with_citation(runtime.info) and spans else ""  # as ChatSession does
     guard = LoopGuard()
-    guard.feed(opening)
     start = time.perf_counter()
     generation = runtime.generate(
-        messages, max_tokens=settings.answer_reserve, decoding=decoding_for(runtime.info.model),
-        stop_when=guard.feed, prefix=opening,
+        messages, max_tokens=settings.answer_reserve, decoding=decoding_for(runtime.info.model), stop_when=guard.feed
     )
     looped = guard.cut is not None
-    kept = guard.kept() if looped else opening + generation.text
+    kept = guard.kept() if looped else generation.text
     picked = pick_sources(runtime, messages, kept, spans)
     if picked:
         kept = f"{kept.rstrip()}\n\nSources: {picked}"
     seconds = time.perf_counter() - start
-    answer = finish_answer(kept, spans, looped=looped, best=None, opening=opening)
-    return score(q, "full", answer, spans, generation, seconds, picked is not None, opening)
+    answer = finish_answer(kept, spans, looped=looped, best=None)
+    return score(q, "full", answer, spans, generation, seconds, picked is not None)
 
 
 def room_for_context(runtime: Runtime, settings: Settings, questions: Sequence[Question]) -> int:

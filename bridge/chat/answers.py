@@ -152,19 +152,15 @@ def _unique(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def finish_answer(
-    model_text: str, sources: Sequence[Span], *, looped: bool, best: str | None, opening: str = ""
-) -> Answer:
+def finish_answer(model_text: str, sources: Sequence[Span], *, looped: bool, best: str | None) -> Answer:
     """Turn the model's text into the answer shown: flag unknown citations, end with the sources it cites.
 
     `best` is the top retrieved snippet as it was shown to the model; when the model wrote nothing
-    usable the answer says so and shows that snippet instead. `opening` is the text the answer was
-    begun with for the model; neither it nor citations count as words of an answer.
+    usable the answer says so and shows that snippet instead.
     """
     text = model_text.strip()
     check = check_citations(text, sources)
-    said = _CITATION.sub(" ", text.removeprefix(opening.strip()))
-    if len(_WORD.findall(said)) < MIN_WORDS:
+    if len(_WORD.findall(text)) < MIN_WORDS:
         reason = "it began repeating itself at once" if looped else "it wrote almost nothing"
         shown = f"The model produced no usable answer ({reason})."
         shown += f" The best retrieved snippet:\n{best.strip()}" if best else " Nothing was retrieved either."

@@ -11,7 +11,6 @@ from bridge.llm.runtime import Message
 from index.types import Hit
 
 __all__ = [
-    "answer_opening",
     "build_messages",
     "load_template",
     "render_question",
@@ -41,15 +40,6 @@ def _format(name: str, **fields: str) -> str:
 
 def system_prompt() -> str:
     return load_template("system.txt").strip()
-
-
-def answer_opening() -> str:
-    """The words an answer is begun with when the model is led to cite first (prompts/opening.txt).
-
-    "According to `": the bundled SmolLM2 then writes the `path:start-end` it relies on as its first
-    words in 0.62 of 21 answers, against 0.29 when left to answer freely (bench/RESULTS.md).
-    """
-    return load_template("opening.txt").rstrip("\n")
 
 
 def render_question(question: str, citation: str = "path:start-end") -> str:

@@ -14,12 +14,12 @@ from typing import Any
 
 from bridge.chat.answers import MIN_WORDS, Answer, LoopGuard, Span, check_citations, finish_answer
 from bridge.chat.budget import Plan, Snippet, check_fixed, kv_limit, plan_prompt
-from bridge.chat.prompt import answer_opening, build_messages, render_question, system_prompt
+from bridge.chat.prompt import build_messages, render_question, system_prompt
 from bridge.chat.retrieval import Retrieval, Retriever
 from bridge.chat.settings import Settings
 from bridge.errors import ChatError, ConfigError
 from bridge.llm.gguf import ModelFacts, choose_n_ctx, kv_bytes_per_token, read_gguf
-from bridge.llm.runtime import Decoding, Generation, Message, OnToken, Runtime, decoding_for, leads_with_citation
+from bridge.llm.runtime import Decoding, Generation, Message, OnToken, Runtime, decoding_for
 from index.search import MAX_QUERY_BYTES
 
 __all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime", "pick_sources"]
@@ -116,8 +116,6 @@ class ChatSession:
         self.last: Turn | None = None
         self._system = system_prompt()
         self.decoding: Decoding = decoding_for(runtime.info.model)
-        # The words each answer begins with ("" for models left to answer freely).
-        self.opening = answer_opening() if leads_with_citation(runtime.info) else ""
 
     def _check_fixed(self, question: str) -> None:
         s = self.settings
@@ -164,18 +162,14 @@ class ChatSession:
         if on_plan is not None:
             on_plan(plan)
         first: list[float] = []
-        # Only with snippets to cite: the opening leads the model to name one of them first.
-        opening = self.opening if plan.snippets else ""
 
         def token(piece: str) -> None:
             if not first:
                 first.append(time.perf_counter())
-                piece = opening + piece  # shown with the model's first words
             if on_token is not None:
                 on_token(piece)
 
         guard = LoopGuard()
-        guard.feed(opening)
         messages = build_messages(plan)
         generation = self.runtime.generate(
             messages,
@@ -183,16 +177,15 @@ class ChatSession:
             decoding=self.decoding,
             on_token=token,
             stop_when=guard.feed,
-            prefix=opening,
         )
         looped = guard.cut is not None
         spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
         best = plan.snippets[0].text if plan.snippets else None
-        text = guard.kept() if looped else opening + generation.text
+        text = guard.kept() if looped else generation.text
         picked = pick_sources(self.runtime, messages, text, spans)
         if picked:
             text = f"{text.rstrip()}\n\nSources: {picked}"
-        checked = finish_answer(text, spans, looped=looped, best=best, opening=opening)
+        checked = finish_answer(text, spans, looped=looped, best=best)
         end = time.perf_counter()  # the grammar-picked Sources line is part of the answer's time
         # An unusable reply stays out of the history: the model would copy it, or the snippet shown instead.
         remembered = checked.text if checked.usable else "I could not answer that from the retrieved code."

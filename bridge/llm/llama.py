@@ -158,7 +158,6 @@ class LlamaCppRuntime:
             flash_attn=flash_attn,
             exact_tokens=True,
             notes=tuple(notes),
-            continues=True,
         )
         self.threads = threads
 

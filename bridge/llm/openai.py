@@ -210,12 +210,7 @@ class OpenAICompatRuntime:
         decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
-        prefix: str = "",
     ) -> Generation:
-        if prefix:  # info.continues is False: callers check it
-            raise GenerationError(
-                "an OpenAI-compatible server cannot continue a begun answer: generate without a prefix"
-            )
         check_fits(self.count_messages(messages), max_tokens, self.n_ctx)
         body = {
             "model": self.model,

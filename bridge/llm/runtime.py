@@ -30,7 +30,6 @@ __all__ = [
     "citation_grammar",
     "decoding_for",
     "filler_text",
-    "leads_with_citation",
     "measure_overhead",
     "resolve_gpu_layers",
     "tokens_per_s",
@@ -102,18 +101,6 @@ def decoding_for(model: str) -> Decoding:
     name = model.lower()
     return SMALL_MODEL if any(marker in name for marker in _SMALL_MARKERS) else GREEDY
 
-
-def leads_with_citation(info: RuntimeInfo) -> bool:
-    """Whether answers are begun for the model ("According to `", prompts/opening.txt) so that its first
-    words are the citation it relies on.
-
-    Measured on SmolLM2-135M (bench/decode_bench.py, bench/RESULTS.md): the opening doubled the answers
-    that cite a retrieved source in their own text. Only runtimes that can continue a begun answer
-    (llama.cpp in process) and only the small families measured; other models are left to answer freely.
-    """
-    name = info.model.lower()
-    return info.continues and any(marker in name for marker in _SMALL_MARKERS)
-
 # Used only when a GGUF carries no tokenizer.chat_template; reported in RuntimeInfo.notes.
 CHATML_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -145,7 +132,6 @@ class RuntimeInfo:
     flash_attn: bool | None
     exact_tokens: bool
     notes: tuple[str, ...]  # choices made on the user's behalf, worth reporting
-    continues: bool = False  # generate(prefix=...) continues an answer already begun
 
 
 class Runtime(Protocol):
@@ -166,11 +152,7 @@ class Runtime(Protocol):
         decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
-        prefix: str = "",
-    ) -> Generation:
-        """The assistant's reply; with `prefix` (only where `info.continues`), a reply already begun with it:
-        the text returned, streamed and counted is the continuation after it."""
-        ...
+    ) -> Generation: ...
 
     def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
         """The model's own choice among `citations` for a "Sources: " line after `answer`, constrained by a

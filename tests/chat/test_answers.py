@@ -96,18 +96,3 @@ def test_nothing_usable_says_so_and_shows_the_best_snippet_instead() -> None:
     assert not answer.usable
     assert answer.text.startswith("The model produced no usable answer (it began repeating itself at once).")
     assert answer.text.endswith(best.strip())
-
-
-def test_an_opening_and_a_citation_alone_are_not_an_answer() -> None:
-    best = "[logging/handlers.py:119-190]\n```python\nclass RotatingFileHandler(BaseRotatingHandler):\n```\n"
-    answer = finish_answer("According to `logging/handlers.py:119-190`", SOURCES, looped=False, best=best,
-                           opening="According to `")
-    assert not answer.usable
-    assert answer.text.startswith("The model produced no usable answer (it wrote almost nothing).")
-
-
-def test_an_opening_the_model_completed_with_a_citation_and_words_is_an_answer_that_cites() -> None:
-    text = "According to `logging/handlers.py:119-190`, RotatingFileHandler rolls the file over."
-    answer = finish_answer(text, SOURCES, looped=False, best=None, opening="According to `")
-    assert answer.usable and answer.citations.cited_sources
-    assert answer.text == f"{text}\n\nSources: logging/handlers.py:119-190"

@@ -297,32 +297,3 @@ def test_without_a_grammar_the_answer_says_it_cites_none_of_the_retrieved_source
     turn = session(retriever, runtime).ask("parse_config settings")
     assert "Sources (retrieved; the answer cites none): " in turn.answer
     assert not turn.checked.citations.valid
-
-
-def test_a_small_model_in_process_is_led_to_cite_first_and_the_opening_is_part_of_its_answer(
-    retriever: McpRetriever,
-) -> None:
-    runtime = FakeRuntime(model="SmolLM2-135M-Instruct.gguf", continues=True)
-    pieces: list[str] = []
-    turn = session(retriever, runtime).ask("parse_config settings", on_token=pieces.append)
-    top = turn.sources[0].citation
-    assert runtime.prefixes == ["According to `"]
-    assert turn.answer.startswith(f"According to `{top}`, it is done there.")
-    assert "".join(pieces).startswith(f"According to `{top}`")
-    assert [c.span.citation for c in turn.checked.citations.valid] == [top]
-    assert runtime.cited == []  # it cited in its own words: no grammar-picked Sources line
-
-
-def test_models_that_cannot_continue_or_are_not_small_answer_freely(retriever: McpRetriever) -> None:
-    remote_small = FakeRuntime(model="smollm2 at http://127.0.0.1:8080", continues=False)
-    large_local = FakeRuntime(model="Llama-3.1-8B-Instruct-Q4_K_M.gguf", continues=True)
-    for runtime in (remote_small, large_local):
-        turn = session(retriever, runtime).ask("parse_config settings")
-        assert runtime.prefixes == [""]
-        assert turn.answer.startswith("See ")
-
-
-def test_without_retrieved_snippets_there_is_nothing_to_lead_with() -> None:
-    runtime = FakeRuntime(model="SmolLM2-135M-Instruct.gguf", continues=True)
-    ChatSession(runtime, SpyRetriever(), Settings(mode="lexical")).ask("what is this")  # type: ignore[arg-type]
-    assert runtime.prefixes == [""]

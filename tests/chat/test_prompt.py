@@ -6,7 +6,6 @@ import pytest
 
 from bridge.chat.budget import plan_prompt
 from bridge.chat.prompt import (
-    answer_opening,
     build_messages,
     load_template,
     render_question,
@@ -21,11 +20,7 @@ from index.types import Hit
 
 def test_templates_are_package_resources_of_prompts() -> None:
     names = {entry.name for entry in resources.files("prompts").iterdir()}
-    assert {"system.txt", "snippet.txt", "question.txt", "opening.txt"} <= names
-
-
-def test_the_answer_opening_ends_where_the_model_writes_the_citation() -> None:
-    assert answer_opening() == "According to `"
+    assert {"system.txt", "snippet.txt", "question.txt"} <= names
 
 
 def test_the_system_prompt_asks_for_path_line_citations() -> None:

@@ -190,12 +190,6 @@ def test_the_server_runtime_is_a_runtime(remote: OpenAICompatRuntime) -> None:
     assert runtime.info.kind == "openai-compatible"
 
 
-def test_the_server_cannot_continue_a_begun_answer_and_says_so(remote: OpenAICompatRuntime) -> None:
-    assert not remote.info.continues
-    with pytest.raises(GenerationError, match="cannot continue a begun answer"):
-        remote.generate(QUESTION, max_tokens=4, prefix="The capital is")
-
-
 def test_the_server_reports_its_context_size(remote: OpenAICompatRuntime) -> None:
     assert remote.n_ctx == 512
     assert remote.info.notes == ()
@@ -348,7 +342,6 @@ def test_the_bundled_model_prefills_with_as_many_threads_as_it_decodes_with(smol
 
 @pytest.mark.slow
 def test_a_begun_answer_is_continued_and_only_the_continuation_is_returned(smollm: LlamaCppRuntime) -> None:
-    assert smollm.info.continues
     g = smollm.generate(QUESTION, max_tokens=8, prefix="The capital of France is")
     assert g.prompt_tokens == smollm.count_messages(QUESTION) + smollm.count_tokens("The capital of France is")
     assert "paris" in g.text.lower() and not g.text.startswith("The capital")

@@ -76,8 +76,7 @@ class FakeRuntime:
     prompt that would overflow n_ctx."""
 
     def __init__(
-        self, n_ctx: int = 2048, answer_words: int = 6, cache_type: str = "f16", filler: Sequence[str] = (),
-        model: str = "fake.gguf", continues: bool = False,
+        self, n_ctx: int = 2048, answer_words: int = 6, cache_type: str = "f16", filler: Sequence[str] = ()
     ) -> None:
         self.facts = FAKE_FACTS
         self.silent = False  # True: answer with nothing at all
@@ -88,12 +87,10 @@ class FakeRuntime:
         self.n_ctx = n_ctx
         self.answer_words = answer_words
         self.calls: list[tuple[tuple[Message, ...], int]] = []
-        self.prefixes: list[str] = []  # the prefix of each generate() call
         self.closed = False
         self._info = RuntimeInfo(
-            kind="fake", model=model, n_ctx=n_ctx, trained_context=8192, gpu_layers=0,
+            kind="fake", model="fake.gguf", n_ctx=n_ctx, trained_context=8192, gpu_layers=0,
             cache_type=cache_type, flash_attn=False, exact_tokens=True, notes=("fake runtime: 0 layers offloaded",),
-            continues=continues,
         )
 
     @property
@@ -117,17 +114,12 @@ class FakeRuntime:
         decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
-        prefix: str = "",
     ) -> Generation:
-        assert not prefix or self._info.continues, "generate(prefix=...) on a runtime that cannot continue"
-        prompt = self.count_messages(messages) + self.count_tokens(prefix)
+        prompt = self.count_messages(messages)
         check_fits(prompt, max_tokens, self.n_ctx)
         self.calls.append((tuple(messages), max_tokens))
-        self.prefixes.append(prefix)
         cited = CITATION.findall(messages[-1].content)
-        if prefix.endswith("`") and cited and not self.silent_citation:
-            base = f"{cited[0]}`, it is done there."  # completes the opening with the first snippet's citation
-        elif cited and not self.silent_citation:
+        if cited and not self.silent_citation:
             base = f"See {cited[0]} for it."
         else:
             base = "It reads the settings file." if cited else "I could not find it in the retrieved code."
