@@ -131,8 +131,9 @@ if [ "$mode" = core ]; then
   install -r .venv/core-requirements.txt
   install --no-deps -e .
 else
-  install torch==2.13.0
-  install -e ".[test]"
+  # One call: installing torch alone into a --core venv made pip report the project's other missing
+  # dependencies as an ERROR, just before installing them.
+  install torch==2.13.0 -e ".[test]"
   rm -f .venv/.setup-core-*
 fi
 rm -f .venv/.setup-"$mode"-*
