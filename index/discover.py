@@ -13,7 +13,7 @@ import re
 import stat
 import subprocess
 from collections import Counter
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +25,7 @@ from index.errors import NotARepository, PathNotAllowed
 from index.languages import language_for
 from index.types import Discovery, Selection, SourceFile
 
-__all__ = ["SECRET_PATTERNS", "discover", "iter_files", "list_candidate_paths", "resolve_path", "stat_signature"]
+__all__ = ["SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path", "stat_signature"]
 
 # gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
 SECRET_PATTERNS: tuple[str, ...] = (
@@ -157,6 +157,34 @@ def iter_files(
             continue
         source = _read(candidate, rules.max_bytes, skipped)
         if source is not None:
+            yield source
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A selected file known by its name and stat alone (not read)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+
+def iter_listed(
+    root: Path,
+    selection: Selection,
+    exclude_dirs: tuple[Path, ...],
+    skipped: Counter[str],
+    must_read: Callable[[Listing], bool],
+) -> Iterator[SourceFile | Listing]:
+    """The files `iter_files` yields, except that a file for which `must_read` says False is
+    yielded as its `Listing`, unread: a re-index need not read files whose stat shows them unchanged."""
+    base = _real_root(root)
+    rules = _rules(root, base, selection, exclude_dirs)
+    for candidate in _select(base, rules, skipped):
+        listing = Listing(candidate.path, candidate.info.st_size, candidate.info.st_mtime_ns)
+        if not must_read(listing):
+            yield listing
+        elif (source := _read(candidate, rules.max_bytes, skipped)) is not None:
             yield source
 
 
