@@ -287,7 +287,7 @@ class Searcher:
         scores, near = self._retrieve(gen, query, "hybrid", allowed)
         ranker = self.ranker if learned else None
         file_score = _file_scores(gen, query, scores, near, allowed, weights, self._votes(gen, query).scores, ranker)
-        return [(gen.files.paths[f], file_score[f]) for f in sorted(file_score, key=lambda f: (-file_score[f], f))]
+        return [(gen.files.paths[f], file_score[f]) for f in _best_first(file_score)]
 
     def file_features(self, query: str) -> tuple[list[str], np.ndarray]:
         """The files the second stage re-orders (best fused first) and their feature rows, for
@@ -399,7 +399,7 @@ def _files_first(
     for cid in order:
         best_chunk.setdefault(int(files.chunk_file[cid]), cid)
     chosen: dict[int, float] = {}
-    for f in sorted(file_score, key=lambda f: (-file_score[f], f)):
+    for f in _best_first(file_score):
         if len(chosen) == k:
             break
         first, n = int(files.first_chunk[f]), int(files.n_chunks[f])
@@ -414,6 +414,14 @@ def _files_first(
         floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
         chosen.update((c, fused[c] * floor) for c in rest)
     return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
+
+
+def _best_first(scores: dict[int, float]) -> list[int]:
+    """Keys by value, best first, ties by key: sorted(key=(-value, key)) without a Python call per key."""
+    keys = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    ordered: list[int] = keys[np.lexsort((keys, -values))].tolist()
+    return ordered
 
 
 def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:
