@@ -46,7 +46,7 @@ _WARM = """
 import json, sys, time
 from pathlib import Path
 from index.search import Searcher
-plan = json.loads(sys.argv[1])
+plan = json.load(sys.stdin)
 out = {}
 for name, index, mode, queries in plan:
     s = Searcher(Path(index), max_query_bytes=64 * 1024)  # the reference cut queries at 4 KB
@@ -102,7 +102,7 @@ def static_copy(index: Path, target: Path, every: int) -> dict[str, Any]:
 
 def _run(source: Path, plan: list[tuple[str, str, str, list[str]]]) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(source)}
-    proc = subprocess.run(["nice", "-n", "10", sys.executable, "-c", _WARM, json.dumps(plan)], env=env,
+    proc = subprocess.run(["nice", "-n", "10", sys.executable, "-c", _WARM], env=env, input=json.dumps(plan),
                           capture_output=True, text=True, check=False, cwd=source)
     if proc.returncode:
         raise RuntimeError(f"warm queries failed in {source}: {proc.stderr.strip()[-800:]}")

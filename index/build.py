@@ -290,17 +290,19 @@ def _stream(
     reused = 0
     invalid: list[str] = []  # paths of files with invalid UTF-8, in path order
     skipped: Counter[str] = Counter()
+    run = _Reused(corpus, lexical) if corpus is not None else None
     try:
         for n, item in enumerate(_plan(root, index_dir, options, old, listed, skipped), 1):
             first = chunks.count
             if isinstance(item, _Listed):
                 before = old[item.path]
-                assert corpus is not None
+                assert run is not None
                 chunks.copy(before.first_chunk, before.n_chunks)
-                span = corpus.offsets[before.first_chunk : before.first_chunk + before.n_chunks + 1]
-                lexical.add_ids(corpus.ids[span[0] : span[-1]], np.diff(span))
+                run.add(before.first_chunk, before.n_chunks)
                 reused += before.n_chunks
             else:
+                if run is not None:
+                    run.flush()  # the lexical writer takes documents in id order
                 extra = path_terms(item.path)
                 for c in chunk_file(item, options.target_tokens, options.max_tokens, options.overlap_lines):
                     chunks.add(c)
@@ -310,6 +312,8 @@ def _stream(
             entries[item.path] = FileEntry(item.sha, item.size, item.mtime_ns, first, chunks.count - first)
             if n % 50 == 0:
                 on_progress(Progress("chunk", n, max(n, len(listed) if listed else n)))
+        if run is not None:
+            run.flush()
     finally:
         chunks.close()
     if listed is None:
@@ -317,6 +321,31 @@ def _stream(
     on_progress(Progress("chunk", len(entries), len(entries)))
     lexical.finish()
     return entries, reused, invalid, skipped
+
+
+class _Reused:
+    """Consecutive reused documents handed to the lexical writer as one slice (up to a bound),
+    not file by file: a one-file re-index of 50k files made 50k small calls."""
+
+    _MAX_IDS = 4_000_000  # term ids per slice: memory stays bounded by a batch
+
+    def __init__(self, corpus: TermCorpus, lexical: LexicalWriter) -> None:
+        self.corpus, self.lexical = corpus, lexical
+        self.first = self.n = 0
+
+    def add(self, first: int, n: int) -> None:
+        offsets = self.corpus.offsets
+        contiguous = self.n and first == self.first + self.n
+        if not contiguous or offsets[first + n] - offsets[self.first] > self._MAX_IDS:
+            self.flush()
+            self.first = first
+        self.n += n
+
+    def flush(self) -> None:
+        if self.n:
+            span = self.corpus.offsets[self.first : self.first + self.n + 1]
+            self.lexical.add_ids(self.corpus.ids[span[0] : span[-1]], np.diff(span))
+        self.first = self.n = 0
 
 
 def _plan(
