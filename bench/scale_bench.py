@@ -18,6 +18,10 @@ processes on the same tree:
 3. warm lexical search in one process: p50 / p95 of took_ms over `--queries` questions;
 4. one-file re-index: one file edited, `bridge index` again (wall time), then the edit undone.
 
+Every step reports wall time and CPU time (user + sys): on a shared machine the CPU time is what
+idle cores would need. `--reindex-only N` skips 1-3 and times N one-file re-indexes per engine
+on the indexes an earlier run left in `--work`.
+
 The engines run at the same time (each one's steps in order), so both see the same load.
 
 Hybrid search with static vectors is not measured here: embedding a million chunks takes longer
@@ -172,6 +176,19 @@ def _one_file(source: Path, tree: Path, index_dir: Path, edit: Path) -> dict[str
     return row
 
 
+def _reindex_only(name: str, source: Path, tree: Path, index_dir: Path, edit: Path, repeats: int) -> dict[str, Any]:
+    """The one-file step alone on an index an earlier run left: brought up to date with the tree
+    first, then `repeats` edits (each restored and indexed again before the next)."""
+    argv = ["index", str(tree), "--index-dir", str(index_dir), "--no-vectors", "--json"]
+    sync = _child(source, argv)
+    runs = []
+    for _ in range(repeats):
+        runs.append(_one_file(source, tree, index_dir, edit))
+        _child(source, argv)
+    return {"engine": name, "sync_s": round(sync.seconds, 1), "sync_cpu_s": round(sync.cpu_s, 1), "runs": runs,
+            "load_at_end": os.getloadavg()[0]}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpora", type=Path, required=True, help="folder of NAME@COMMIT source trees")
@@ -182,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--work", type=Path, default=_OUT / "scale", help="where the two indexes are written")
     parser.add_argument("--out", type=Path, default=_OUT / "scale.json")
+    parser.add_argument("--reindex-only", type=int, metavar="N", default=0,
+                        help="only time N one-file re-indexes per engine on the indexes already in --work")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     names = make_tree(args.corpora, args.tree, args.trees_per_repo)
@@ -192,6 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = [" ".join(r["query"].split()[:40]) for r in rows[: args.queries]]
     edit = min((args.tree / names[0]).rglob("*.py"))
     engines = [("this", _ROOT)] + ([("reference", args.reference.resolve())] if args.reference else [])
+    if args.reindex_only:  # engines one after the other: each re-index edits the same file
+        result["reindex"] = [_reindex_only(n, src, args.tree, args.work / n, edit, args.reindex_only)
+                             for n, src in engines]
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result["reindex"], indent=1))
+        return 0
     # The engines run side by side (each one's steps in order), so that both see the same machine
     # load; the one-file edit is made in each engine's own copy of that file's folder.
     with ThreadPoolExecutor(max_workers=len(engines)) as pool:
