@@ -327,16 +327,15 @@ class _Reused:
     """Consecutive reused documents handed to the lexical writer as one slice (up to a bound),
     not file by file: a one-file re-index of 50k files made 50k small calls."""
 
-    _MAX_IDS = 4_000_000  # term ids per slice: memory stays bounded by a batch
-
     def __init__(self, corpus: TermCorpus, lexical: LexicalWriter) -> None:
         self.corpus, self.lexical = corpus, lexical
+        self.limit = lexical.run_postings  # term ids per slice: one sorted run's worth, bounded memory
         self.first = self.n = 0
 
     def add(self, first: int, n: int) -> None:
         offsets = self.corpus.offsets
         contiguous = self.n and first == self.first + self.n
-        if not contiguous or offsets[first + n] - offsets[self.first] > self._MAX_IDS:
+        if not contiguous or offsets[first + n] - offsets[self.first] > self.limit:
             self.flush()
             self.first = first
         self.n += n
