@@ -18,6 +18,10 @@ processes on the same tree:
 3. warm lexical search in one process: p50 / p95 of took_ms over `--queries` questions;
 4. one-file re-index: one file edited, `bridge index` again (wall time), then the edit undone.
 
+Every step reports wall time and CPU time (user + sys): on a shared machine the CPU time is what
+idle cores would need. `--reindex-only N` skips 1-3 and times N one-file re-indexes per engine
+on the indexes an earlier run left in `--work`.
+
 The engines run at the same time (each one's steps in order), so both see the same load.
 
 Hybrid search with static vectors is not measured here: embedding a million chunks takes longer
@@ -51,7 +55,11 @@ _CLI = (
     "code = 0\n"
     "try:\n    main()\nexcept SystemExit as stop:\n    code = stop.code or 0\n"
     "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
-    "print('VmHWM', hwm, file=sys.stderr)\nsys.exit(code)\n"
+    "print('VmHWM', hwm, file=sys.stderr)\n"
+    "import resource\n"
+    "cpu = sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)"
+    " for f in ('ru_utime', 'ru_stime'))\n"
+    "print('CPU', cpu, file=sys.stderr)\nsys.exit(code)\n"
 )
 _WARM = (
     "import json, sys\nfrom pathlib import Path\nfrom index.search import Searcher\n"
@@ -76,8 +84,16 @@ def make_tree(corpora: Path, tree: Path, per_repo: int) -> list[str]:
     return names
 
 
-def _child(source: Path, argv: list[str], code: str = _CLI) -> tuple[float, float, str]:
-    """(seconds, peak RSS in MB, stdout) of one child running `code` from the engine at `source`."""
+@dataclass(frozen=True)
+class _Run:
+    seconds: float  # wall time
+    rss_mb: float  # the child's peak RSS
+    cpu_s: float  # user + sys CPU of the child and its own children: what idle cores would need
+    stdout: str
+
+
+def _child(source: Path, argv: list[str], code: str = _CLI) -> _Run:
+    """One child running `code` from the engine at `source`."""
     env = {**os.environ, "PYTHONPATH": str(source)}
     t0 = time.perf_counter()
     proc = subprocess.run(["nice", "-n", "10", sys.executable, "-c", code, *argv], env=env, capture_output=True,
@@ -85,8 +101,11 @@ def _child(source: Path, argv: list[str], code: str = _CLI) -> tuple[float, floa
     seconds = time.perf_counter() - t0
     if proc.returncode:
         raise RuntimeError(f"{argv[:2]} failed in {source}: {proc.stderr.strip()[-600:]}")
-    hwm = [line for line in proc.stderr.splitlines() if line.startswith("VmHWM")]
-    return seconds, (int(hwm[-1].split()[1]) / 1024 if hwm else 0.0), proc.stdout
+    lines = proc.stderr.splitlines()
+    hwm = [line for line in lines if line.startswith("VmHWM")]
+    cpu = [line for line in lines if line.startswith("CPU")]
+    return _Run(seconds, int(hwm[-1].split()[1]) / 1024 if hwm else 0.0, float(cpu[-1].split()[1]) if cpu else 0.0,
+                proc.stdout)
 
 
 @dataclass(frozen=True)
@@ -119,21 +138,21 @@ def _measure(
     name: str, source: Path, tree: Path, index_dir: Path, queries: list[str], edit: Path, turn: _Turns
 ) -> dict[str, Any]:
     shutil.rmtree(index_dir, ignore_errors=True)
-    seconds, rss, out = _child(source, ["index", str(tree), "--index-dir", str(index_dir), "--no-vectors", "--json"])
-    built = json.loads(out)["build"]
+    run = _child(source, ["index", str(tree), "--index-dir", str(index_dir), "--no-vectors", "--json"])
+    built = json.loads(run.stdout)["build"]
     row: dict[str, Any] = {
-        "engine": name, "index_s": round(seconds, 1), "peak_rss_mb": round(rss), "index_mb": round(_size_mb(index_dir)),
-        "files": built.get("files"), "chunks": built.get("chunks"),
+        "engine": name, "index_s": round(run.seconds, 1), "index_cpu_s": round(run.cpu_s, 1),
+        "peak_rss_mb": round(run.rss_mb), "index_mb": round(_size_mb(index_dir)),
+        "files": built.get("files"), "chunks": built.get("chunks"), "load_at_end": os.getloadavg()[0],
     }
     cold = []
     for query in queries[:5]:
-        seconds, rss, out = _child(source, ["search", query, "--index-dir", str(index_dir), "--mode", "lexical", "--json"])
-        cold.append((seconds, json.loads(out)["took_ms"], rss))
+        run = _child(source, ["search", query, "--index-dir", str(index_dir), "--mode", "lexical", "--json"])
+        cold.append((run.seconds, json.loads(run.stdout)["took_ms"], run.rss_mb))
     row["cold_lexical_s_median"] = round(statistics.median(c[0] for c in cold), 2)
     row["cold_lexical_took_ms_median"] = round(statistics.median(c[1] for c in cold), 1)
     row["cold_lexical_rss_mb"] = round(max(c[2] for c in cold))
-    _, _, out = _child(source, [str(index_dir), json.dumps(queries)], _WARM)
-    took = sorted(json.loads(out))
+    took = sorted(json.loads(_child(source, [str(index_dir), json.dumps(queries)], _WARM).stdout))
     row["warm_lexical_p50_ms"] = round(statistics.median(took), 1)
     row["warm_lexical_p95_ms"] = round(took[int(0.95 * (len(took) - 1))], 1)
     turn.barrier.wait()  # no engine edits the tree while another is still building from it
@@ -147,13 +166,27 @@ def _one_file(source: Path, tree: Path, index_dir: Path, edit: Path) -> dict[str
     original = edit.read_bytes()
     try:
         _replace(edit, original + b"\n# scale bench: one edited line\n")
-        seconds, rss, out = _child(source, ["index", str(tree), "--index-dir", str(index_dir), "--no-vectors", "--json"])
-        row["one_file_reindex_s"] = round(seconds, 1)
-        row["one_file_reindex_rss_mb"] = round(rss)
-        row["one_file_reindex_new_chunks"] = json.loads(out)["build"]["new_chunks"]
+        run = _child(source, ["index", str(tree), "--index-dir", str(index_dir), "--no-vectors", "--json"])
+        row["one_file_reindex_s"] = round(run.seconds, 1)
+        row["one_file_reindex_cpu_s"] = round(run.cpu_s, 1)
+        row["one_file_reindex_rss_mb"] = round(run.rss_mb)
+        row["one_file_reindex_new_chunks"] = json.loads(run.stdout)["build"]["new_chunks"]
     finally:
         _replace(edit, original)
     return row
+
+
+def _reindex_only(name: str, source: Path, tree: Path, index_dir: Path, edit: Path, repeats: int) -> dict[str, Any]:
+    """The one-file step alone on an index an earlier run left: brought up to date with the tree
+    first, then `repeats` edits (each restored and indexed again before the next)."""
+    argv = ["index", str(tree), "--index-dir", str(index_dir), "--no-vectors", "--json"]
+    sync = _child(source, argv)
+    runs = []
+    for _ in range(repeats):
+        runs.append(_one_file(source, tree, index_dir, edit))
+        _child(source, argv)
+    return {"engine": name, "sync_s": round(sync.seconds, 1), "sync_cpu_s": round(sync.cpu_s, 1), "runs": runs,
+            "load_at_end": os.getloadavg()[0]}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -166,15 +199,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--work", type=Path, default=_OUT / "scale", help="where the two indexes are written")
     parser.add_argument("--out", type=Path, default=_OUT / "scale.json")
+    parser.add_argument("--reindex-only", type=int, metavar="N", default=0,
+                        help="only time N one-file re-indexes per engine on the indexes already in --work")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     names = make_tree(args.corpora, args.tree, args.trees_per_repo)
     result: dict[str, Any] = {"trees": len(names), "tree_mb": round(_size_mb(args.tree)),
-                              "make_tree_s": round(time.perf_counter() - t0, 1), "cpus": os.cpu_count()}
+                              "make_tree_s": round(time.perf_counter() - t0, 1), "cpus": os.cpu_count(),
+                              "load_at_start": os.getloadavg()[0]}
     rows = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
     queries = [" ".join(r["query"].split()[:40]) for r in rows[: args.queries]]
     edit = min((args.tree / names[0]).rglob("*.py"))
     engines = [("this", _ROOT)] + ([("reference", args.reference.resolve())] if args.reference else [])
+    if args.reindex_only:  # engines one after the other: each re-index edits the same file
+        result["reindex"] = [_reindex_only(n, src, args.tree, args.work / n, edit, args.reindex_only)
+                             for n, src in engines]
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result["reindex"], indent=1))
+        return 0
     # The engines run side by side (each one's steps in order), so that both see the same machine
     # load; the one-file edit is made in each engine's own copy of that file's folder.
     with ThreadPoolExecutor(max_workers=len(engines)) as pool:
@@ -184,8 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{result['trees']} trees, {result['tree_mb']} MB; made in {result['make_tree_s']} s")
-    keys = ("chunks", "index_s", "peak_rss_mb", "index_mb", "cold_lexical_s_median", "cold_lexical_took_ms_median",
-            "warm_lexical_p50_ms", "warm_lexical_p95_ms", "one_file_reindex_s", "one_file_reindex_rss_mb")
+    keys = ("chunks", "index_s", "index_cpu_s", "peak_rss_mb", "index_mb", "cold_lexical_s_median", "cold_lexical_took_ms_median",
+            "warm_lexical_p50_ms", "warm_lexical_p95_ms", "one_file_reindex_s", "one_file_reindex_cpu_s",
+            "one_file_reindex_rss_mb")
     print(f"{'measure':<28}" + "".join(f"{e['engine']:>14}" for e in result["engines"]))
     for key in keys:
         print(f"{key:<28}" + "".join(f"{e.get(key)!s:>14}" for e in result["engines"]))

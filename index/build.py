@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from index.chunk import chunk_file
-from index.discover import iter_files
+from index.discover import Listing, iter_files, iter_listed
 from index.errors import EmptyRepository, IndexingError, IndexWriteError
 from index.history import remove_history, update_history
 from index.lexical import TermCorpus
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["BuildOptions", "BuildReport", "build_index", "fill_vectors", "FillReport"]
 
 ProgressFn = Callable[[Progress], None]
+_RACY_NS = 2_000_000_000  # a file changed this close before a scan is read again by the next one
 StopFn = Callable[[], bool]
 
 
@@ -97,13 +98,14 @@ def build_index(
     store = IndexDir(index_dir)
     seconds: dict[str, float] = {}
     with store.writer_lock(options.lock_timeout):
+        started_ns = time.time_ns()  # before any file is listed or read
         store.prune()
         t = time.perf_counter()
         skipped: Counter[str] = Counter()
         previous = _previous(store, root, options)
         listed: list[_Listed] | None = None
         if previous is not None:  # a first pass decides what to reuse; a fresh build needs none
-            listed = _fingerprints(root, index_dir, options, skipped)
+            listed = _fingerprints(root, index_dir, options, skipped, previous.manifest)
             seconds["discover"] = time.perf_counter() - t
             on_progress(Progress("discover", len(listed), len(listed)))
             if not listed:
@@ -135,7 +137,8 @@ def build_index(
                     selection=_selection_json(options.selection),
                     files=files,
                     chunks=n_chunks,
-                    stats={"skipped": skips, "invalid_utf8": invalid},
+                    stats={"skipped": skips, "invalid_utf8": len(invalid), "invalid_utf8_files": invalid,
+                           "scan_started_ns": started_ns},
                 )
                 (tmp / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
                 gen = store.publish(tmp)
@@ -147,7 +150,7 @@ def build_index(
         on_progress(Progress("write", 1, 1))
         return BuildReport(
             str(index_dir), gen.name, True, len(files), n_chunks, reused, n_chunks - reused,
-            skips, invalid, seconds,
+            skips, len(invalid), seconds,
         )
 
 
@@ -172,10 +175,34 @@ class _Listed:
     invalid_utf8: bool
 
 
-def _fingerprints(root: Path, index_dir: Path, options: BuildOptions, skipped: Counter[str]) -> list[_Listed]:
-    """Every selected file's path and content hash, reading one file at a time."""
-    found = iter_files(root, options.selection, (Path(index_dir),), skipped)
-    return [_Listed(f.path, f.sha, f.size, f.mtime_ns, f.invalid_utf8) for f in found]
+def _fingerprints(
+    root: Path, index_dir: Path, options: BuildOptions, skipped: Counter[str], manifest: Manifest
+) -> list[_Listed]:
+    """Every selected file's path and content hash. A file whose size and mtime are those the
+    previous build recorded keeps its recorded hash unread, as git's index does, provided its
+    mtime is older than that build's scan by more than `_RACY_NS`: an edit made after the file
+    was read then necessarily moved its mtime (file times tick coarsely, so a file changed in the
+    same tick as it was read could otherwise look unchanged). Other files are read, one at a time."""
+    old = manifest.files
+    started = manifest.stats.get("scan_started_ns")
+    invalid = set(_paths(manifest.stats.get("invalid_utf8_files")))
+
+    def must_read(f: Listing) -> bool:
+        e = old.get(f.path)
+        trusted = isinstance(started, int) and f.mtime_ns < started - _RACY_NS
+        return not (trusted and e is not None and e.size == f.size and e.mtime_ns == f.mtime_ns)
+
+    listed = []
+    for f in iter_listed(root, options.selection, (Path(index_dir),), skipped, must_read):
+        if isinstance(f, Listing):
+            listed.append(_Listed(f.path, old[f.path].sha, f.size, f.mtime_ns, f.path in invalid))
+        else:
+            listed.append(_Listed(f.path, f.sha, f.size, f.mtime_ns, f.invalid_utf8))
+    return listed
+
+
+def _paths(value: object) -> list[str]:
+    return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
 
 
 def _invalid(listed: list[_Listed]) -> int:
@@ -251,36 +278,42 @@ def _stream(
     listed: list[_Listed] | None,
     options: BuildOptions,
     on_progress: ProgressFn,
-) -> tuple[dict[str, FileEntry], int, int, Counter[str]]:
+) -> tuple[dict[str, FileEntry], int, list[str], Counter[str]]:
     """Chunk and tokenise every file into the generation `tmp`, reusing unchanged files' rows and
     term ids from `previous`; only new and changed files are read (again). Returns the files'
-    entries, the reused chunk count, the count of files with invalid UTF-8 and the skips."""
+    entries, the reused chunk count, the files with invalid UTF-8 and the skips."""
     old = previous.manifest.files if previous else {}
     corpus = previous.corpus if previous else None
     lexical = LexicalWriter(tmp / "lexical", corpus.vocab if corpus else ())
     chunks = ChunkWriter(tmp, previous.path if previous else None)
     entries: dict[str, FileEntry] = {}
-    reused = invalid = 0
+    reused = 0
+    invalid: list[str] = []  # paths of files with invalid UTF-8, in path order
     skipped: Counter[str] = Counter()
+    run = _Reused(corpus, lexical) if corpus is not None else None
     try:
         for n, item in enumerate(_plan(root, index_dir, options, old, listed, skipped), 1):
             first = chunks.count
             if isinstance(item, _Listed):
                 before = old[item.path]
-                assert corpus is not None
+                assert run is not None
                 chunks.copy(before.first_chunk, before.n_chunks)
-                span = corpus.offsets[before.first_chunk : before.first_chunk + before.n_chunks + 1]
-                lexical.add_ids(corpus.ids[span[0] : span[-1]], np.diff(span))
+                run.add(before.first_chunk, before.n_chunks)
                 reused += before.n_chunks
             else:
+                if run is not None:
+                    run.flush()  # the lexical writer takes documents in id order
                 extra = path_terms(item.path)
                 for c in chunk_file(item, options.target_tokens, options.max_tokens, options.overlap_lines):
                     chunks.add(c)
                     lexical.add_terms(terms(c.text) + extra)
-            invalid += item.invalid_utf8
+            if item.invalid_utf8:
+                invalid.append(item.path)
             entries[item.path] = FileEntry(item.sha, item.size, item.mtime_ns, first, chunks.count - first)
             if n % 50 == 0:
                 on_progress(Progress("chunk", n, max(n, len(listed) if listed else n)))
+        if run is not None:
+            run.flush()
     finally:
         chunks.close()
     if listed is None:
@@ -288,6 +321,30 @@ def _stream(
     on_progress(Progress("chunk", len(entries), len(entries)))
     lexical.finish()
     return entries, reused, invalid, skipped
+
+
+class _Reused:
+    """Consecutive reused documents handed to the lexical writer as one slice (up to a bound),
+    not file by file: a one-file re-index of 50k files made 50k small calls."""
+
+    def __init__(self, corpus: TermCorpus, lexical: LexicalWriter) -> None:
+        self.corpus, self.lexical = corpus, lexical
+        self.limit = lexical.run_postings  # term ids per slice: one sorted run's worth, bounded memory
+        self.first = self.n = 0
+
+    def add(self, first: int, n: int) -> None:
+        offsets = self.corpus.offsets
+        contiguous = self.n and first == self.first + self.n
+        if not contiguous or offsets[first + n] - offsets[self.first] > self.limit:
+            self.flush()
+            self.first = first
+        self.n += n
+
+    def flush(self) -> None:
+        if self.n:
+            span = self.corpus.offsets[self.first : self.first + self.n + 1]
+            self.lexical.add_ids(self.corpus.ids[span[0] : span[-1]], np.diff(span))
+        self.first = self.n = 0
 
 
 def _plan(

@@ -12,12 +12,12 @@ import os
 import re
 import stat
 import subprocess
-import unicodedata
 from collections import Counter
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 from pathspec import GitIgnoreSpec
 
@@ -25,7 +25,7 @@ from index.errors import NotARepository, PathNotAllowed
 from index.languages import language_for
 from index.types import Discovery, Selection, SourceFile
 
-__all__ = ["SECRET_PATTERNS", "discover", "iter_files", "list_candidate_paths", "resolve_path", "stat_signature"]
+__all__ = ["SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path", "stat_signature"]
 
 # gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
 SECRET_PATTERNS: tuple[str, ...] = (
@@ -36,6 +36,7 @@ SECRET_PATTERNS: tuple[str, ...] = (
 
 _SNIFF_BYTES = 8192  # git's own binary heuristic looks at the same window
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # exactly Unicode's category Cc
 # Inherited from a hook or an outer tool, these would point git at some other repository.
 _GIT_ENV = frozenset(
     {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
@@ -62,7 +63,8 @@ _REFUSALS: dict[str, str] = {
     "control_name": "has control characters in its name: rename the file",
 }
 
-_Ignores = tuple[tuple[str, GitIgnoreSpec], ...]  # (directory relative to the root, its rules)
+# (directory relative to the root, its rules, one regex that matches wherever any of them does)
+_Ignores = tuple[tuple[str, GitIgnoreSpec, re.Pattern[str] | None], ...]
 
 
 @lru_cache(maxsize=64)
@@ -70,13 +72,41 @@ def _spec(patterns: tuple[str, ...]) -> GitIgnoreSpec | None:
     return GitIgnoreSpec.from_lines(patterns) if patterns else None
 
 
+class _Matcher(Protocol):
+    def match_file(self, file: str) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _AnyOf:
+    """A pattern list without negations matches a path when any of its patterns does, so one
+    alternation of their regular expressions decides it in one search instead of one per pattern
+    (the secret patterns were a third of the time of listing a large tree)."""
+
+    regex: re.Pattern[str]
+
+    def match_file(self, file: str) -> bool:
+        return self.regex.search(file) is not None
+
+
+@lru_cache(maxsize=64)
+def _matcher(patterns: tuple[str, ...]) -> _Matcher | None:
+    spec = _spec(patterns)
+    if spec is None:
+        return None
+    regexes = [getattr(p, "regex", None) for p in spec.patterns if p.include is not None]
+    if any(p.include is not True for p in spec.patterns if p.include is not None) or None in regexes:
+        return spec  # negations: the last matching pattern decides, as pathspec does it
+    any_of = _any_of(spec)
+    return _AnyOf(any_of) if any_of is not None and regexes else spec
+
+
 @dataclass(frozen=True, slots=True)
 class _Rules:
     """The name-only rules of a Selection, for paths relative to the real root."""
 
-    secrets: GitIgnoreSpec | None
-    include: GitIgnoreSpec | None
-    exclude: GitIgnoreSpec | None
+    secrets: _Matcher | None
+    include: _Matcher | None
+    exclude: _Matcher | None
     index_dirs: tuple[str, ...]
     max_bytes: int
 
@@ -127,6 +157,34 @@ def iter_files(
             continue
         source = _read(candidate, rules.max_bytes, skipped)
         if source is not None:
+            yield source
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A selected file known by its name and stat alone (not read)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+
+def iter_listed(
+    root: Path,
+    selection: Selection,
+    exclude_dirs: tuple[Path, ...],
+    skipped: Counter[str],
+    must_read: Callable[[Listing], bool],
+) -> Iterator[SourceFile | Listing]:
+    """The files `iter_files` yields, except that a file for which `must_read` says False is
+    yielded as its `Listing`, unread: a re-index need not read files whose stat shows them unchanged."""
+    base = _real_root(root)
+    rules = _rules(root, base, selection, exclude_dirs)
+    for candidate in _select(base, rules, skipped):
+        listing = Listing(candidate.path, candidate.info.st_size, candidate.info.st_mtime_ns)
+        if not must_read(listing):
+            yield listing
+        elif (source := _read(candidate, rules.max_bytes, skipped)) is not None:
             yield source
 
 
@@ -189,9 +247,9 @@ def _rules(root: Path, base: str, selection: Selection, exclude_dirs: tuple[Path
         if inside:  # an index dir that *is* the root would exclude everything: ignore it
             index_dirs.append(inside)
     return _Rules(
-        secrets=_spec(SECRET_PATTERNS) if selection.skip_secrets else None,
-        include=_spec(tuple(selection.include)),
-        exclude=_spec(tuple(selection.exclude)),
+        secrets=_matcher(SECRET_PATTERNS) if selection.skip_secrets else None,
+        include=_matcher(tuple(selection.include)),
+        exclude=_matcher(tuple(selection.exclude)),
         index_dirs=tuple(index_dirs),
         max_bytes=selection.max_file_bytes,
     )
@@ -287,14 +345,27 @@ def _ignore_file(folder: str, rel_dir: str) -> _Ignores:
     except OSError:
         return ()
     spec = GitIgnoreSpec.from_lines(lines)
-    return ((rel_dir, spec),) if len(spec) else ()
+    return ((rel_dir, spec, _any_of(spec)),) if len(spec) else ()
+
+
+def _any_of(spec: GitIgnoreSpec) -> re.Pattern[str] | None:
+    """One alternation of the spec's patterns: most paths match none, and one search says so.
+    (The `ps_d` group only ranks a directory match against a file match, which deciding whether
+    anything matches never needs; the same group name in every alternative would not compile.)"""
+    regexes = [getattr(p, "regex", None) for p in spec.patterns if p.include is not None]
+    if None in regexes:
+        return None
+    return re.compile("|".join(f"(?:{r.pattern.replace('(?P<ps_d>/)', '/')})" for r in regexes if r is not None))
 
 
 def _ignored(ignores: _Ignores, rel: str, is_dir: bool) -> bool:
     # git: a deeper .gitignore overrides a shallower one; within a file the last match wins.
-    for rel_dir, spec in reversed(ignores):
+    for rel_dir, spec, any_of in reversed(ignores):
         local = rel[len(rel_dir) + 1 :] if rel_dir else rel
-        verdict = spec.check_file(local + "/" if is_dir else local).include
+        name = local + "/" if is_dir else local
+        if any_of is not None and any_of.search(name) is None:
+            continue  # no pattern of this file matches: no verdict, as check_file would say
+        verdict = spec.check_file(name).include
         if verdict is not None:
             return verdict
     return False
@@ -398,7 +469,7 @@ def _normalise(user_path: str) -> str:
     parts = [part for part in slashed.split("/") if part not in ("", ".")]
     if not user_path.strip():
         problem = "is empty: pass a file path relative to the repository root"
-    elif any(unicodedata.category(char) == "Cc" for char in user_path):
+    elif _CONTROL.search(user_path):
         problem = "contains control characters: pass a plain path relative to the repository root"
     elif slashed.startswith("/") or _DRIVE.match(slashed):
         problem = "is absolute: pass a path relative to the repository root"
@@ -461,6 +532,6 @@ def _name_problem(rel: str) -> str | None:
         rel.encode("utf-8")
     except UnicodeEncodeError:  # surrogate-escaped bytes from a non-UTF-8 file name
         return "undecodable_name"
-    if any(unicodedata.category(char) == "Cc" for char in rel):
+    if _CONTROL.search(rel):
         return "control_name"  # a newline in a name could forge lines of a tool's text answer
     return None

@@ -65,6 +65,11 @@ class LexicalWriter:
     def n_docs(self) -> int:
         return self._n_docs
 
+    @property
+    def run_postings(self) -> int:
+        """Term occurrences per sorted run: a caller batching documents keeps its batches this size."""
+        return self._run_postings
+
     def add_terms(self, terms: Sequence[str]) -> None:
         lookup, vocab = self._lookup, self._vocab
         ids = np.empty(len(terms), dtype=np.int32)

@@ -128,6 +128,25 @@ def fuse(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float],
     return score
 
 
+def _fuse_arrays(
+    rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], demoted: np.ndarray, factor: float, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`fuse` over n files as arrays: (score of every file, whether it is in some ranking).
+
+    The same float operations in the same order per file as `fuse` (0.0 plus each signal's
+    weight / (RRF_K + rank), signal after signal, then × factor), so the scores are identical;
+    a file appears at most once in a ranking, so the fancy `+=` adds each term once. In Python,
+    `fuse` cost 9 ms per question at 2k files and grew with the files that have any evidence."""
+    score = np.zeros(n)
+    seen = np.zeros(n, dtype=bool)
+    for name, weight in weights.items():
+        order = np.asarray(rankings.get(name, ()), dtype=np.int64)
+        score[order] += weight / (RRF_K + np.arange(1, len(order) + 1, dtype=np.float64))
+        seen[order] = True
+    score[demoted & seen] *= factor
+    return score, seen
+
+
 def _order(values: np.ndarray, keep: np.ndarray | None = None) -> list[int]:
     """Indices where `keep` (default: a positive value), best value first; ties by index."""
     kept = np.flatnonzero(values > 0 if keep is None else keep)
@@ -181,8 +200,9 @@ class FileEvidence:
             return fused
         learned = ranker.scores(features)
         out = dict(zip(rows.tolist(), (np.exp(learned - learned.max()) + 1.0).tolist()))
-        top = max(fused.values())
-        out.update((f, fused[f] / top) for f in fused if f not in out)
+        # `fused` is best first and `rows` are its first ones; the rest scale by the largest score.
+        values = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
+        out.update(zip(list(fused)[len(rows) :], (values[len(rows) :] / values[0]).tolist()))
         return out
 
     def candidates(
@@ -201,13 +221,15 @@ class FileEvidence:
         if allowed is not None:
             rankings = {name: [i for i in order if allowed[i]] for name, order in rankings.items()}
         demoted = self.auxiliary() - frozenset(rankings["mentions"])
-        fused = fuse(rankings, weights, demoted, AUXILIARY_FACTOR)
         n = len(self.paths)
-        rows = np.asarray(sorted(fused, key=lambda f: (-fused[f], f))[:RERANK], dtype=np.int64)
+        score, seen = _fuse_arrays(rankings, weights, _mask(demoted, n), AUXILIARY_FACTOR, n)
+        order = _order(score, seen)
+        fused = dict(zip(order, score[order].tolist()))  # as `fuse` computes it, best first
+        rows = np.asarray(order[:RERANK], dtype=np.int64)
         dense_values = values["dense"]
         features = feature_matrix(
             rows, rankings, {**values, "dense": np.where(np.isfinite(dense_values), np.maximum(dense_values, 0.0), 0.0)},
-            _dense_array(fused, n), _mask(rankings["mentions"], n), _mask(demoted, n),
+            score, _mask(rankings["mentions"], n), _mask(demoted, n),
             values["history"], self.path_facts(),
         )
         return fused, rows, features
@@ -361,11 +383,4 @@ def _spread(order: Sequence[int], n: int) -> np.ndarray:
 def _mask(files: Sequence[int] | frozenset[int], n: int) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     out[np.fromiter(files, dtype=np.int64, count=len(files))] = True
-    return out
-
-
-def _dense_array(scores: Mapping[int, float], n: int) -> np.ndarray:
-    out = np.zeros(n)
-    for i, value in scores.items():
-        out[i] = value
     return out

@@ -47,6 +47,7 @@ MAX_QUERY_BYTES = 64 * 1024  # a whole bug report with its traceback; one limit 
 # a few hundred tokens is what a 4K-8K context can spare for code each turn.
 DEFAULT_MAX_TOKENS = 600
 _CANDIDATES = 100  # per retriever, before fusion and merging
+_SAMPLE_STRIDE = 64  # `_top`: one score in 64 sets the bar for the candidates
 _STALE_TTL = 2.0  # seconds a staleness count is reused; stat-ing every file per query is wasteful
 
 
@@ -291,7 +292,7 @@ class Searcher:
         scores, near = self._retrieve(gen, text, "hybrid", allowed)
         ranker = self.ranker if learned else None
         file_score = _file_scores(gen, text, scores, near, allowed, weights, self._votes(gen, text).scores, ranker)
-        return [(gen.files.paths[f], file_score[f]) for f in sorted(file_score, key=lambda f: (-file_score[f], f))]
+        return [(gen.files.paths[f], file_score[f]) for f in _best_first(file_score)]
 
     def file_features(self, query: str) -> tuple[list[str], np.ndarray]:
         """The files the second stage re-orders (best fused first) and their feature rows, for
@@ -362,12 +363,27 @@ def _masked(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
 
 
 def _top(scores: np.ndarray, k: int) -> list[int]:
-    """The k best chunk ids with a positive score, best first (ties: lower id first)."""
-    k = min(k, int(np.count_nonzero(scores > 0)))
+    """The k best chunk ids with a positive score, best first (ties: lower id first).
+
+    Partitioning a million scores costs about 10 ms, so the candidates are first cut to those at
+    or above the k-th best of a strided sample: when at least k scores reach that bar, every
+    one of the k best does too (ties included), so the answer is the same. Ties at the k-th
+    score keep the lower ids, as the ordering promises (a bare argpartition picked any of them)."""
+    candidates = np.flatnonzero(scores > 0)
+    k = min(k, len(candidates))
     if k <= 0:
         return []
-    part = np.argpartition(-scores, k - 1)[:k]
-    ordered: list[int] = part[np.lexsort((part, -scores[part]))].tolist()
+    sample = scores[candidates[:: _SAMPLE_STRIDE]]
+    if len(candidates) > 4 * _SAMPLE_STRIDE * k and len(sample) > k:
+        bar = np.partition(sample, len(sample) - k)[len(sample) - k]
+        above = candidates[scores[candidates] >= bar]
+        if len(above) >= k:
+            candidates = above
+    values = scores[candidates]
+    kth = np.partition(values, len(values) - k)[len(values) - k]  # the k-th best score
+    better = candidates[values > kth]
+    chosen = np.concatenate([better, candidates[values == kth][: k - len(better)]])  # ties: lower ids
+    ordered: list[int] = chosen[np.lexsort((chosen, -scores[chosen]))].tolist()
     return ordered
 
 
@@ -404,7 +420,7 @@ def _files_first(
     for cid in order:
         best_chunk.setdefault(int(files.chunk_file[cid]), cid)
     chosen: dict[int, float] = {}
-    for f in sorted(file_score, key=lambda f: (-file_score[f], f)):
+    for f in _best_first(file_score):
         if len(chosen) == k:
             break
         first, n = int(files.first_chunk[f]), int(files.n_chunks[f])
@@ -419,6 +435,14 @@ def _files_first(
         floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
         chosen.update((c, fused[c] * floor) for c in rest)
     return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
+
+
+def _best_first(scores: dict[int, float]) -> list[int]:
+    """Keys by value, best first, ties by key: sorted(key=(-value, key)) without a Python call per key."""
+    keys = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    ordered: list[int] = keys[np.lexsort((keys, -values))].tolist()
+    return ordered
 
 
 def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,45 @@ def test_a_reader_keeps_answering_from_its_generation_while_a_new_one_is_publish
     build_index(repo, tmp_path / "idx", LEXICAL)
     assert searcher.search("brand_new_function", mode="lexical").hits[0].path == "src/extra.py"
     assert len(list((tmp_path / "idx").glob("g*"))) <= 2
+
+
+def _same_size_edit(path: Path, old: str, new: str, mtime_ns: int) -> None:
+    text = path.read_text()
+    assert len(old) == len(new) and old in text
+    path.write_text(text.replace(old, new))
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_a_file_whose_size_and_old_mtime_are_unchanged_is_not_read_again(repo: Path, tmp_path: Path) -> None:
+    path = repo / "src/server.py"
+    past = path.stat().st_mtime_ns - 3_600 * 10**9  # an hour before the scan: no edit can share its tick
+    os.utime(path, ns=(past, past))
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    _same_size_edit(path, "def parse_port", "def parse_xort", past)  # size and mtime as recorded
+    assert build_index(repo, tmp_path / "idx", LEXICAL).changed is False
+    assert Searcher(tmp_path / "idx").search("parse_port", k=1, mode="lexical").hits[0].path == "src/server.py"
+
+
+def test_a_file_changed_in_the_tick_it_was_read_is_read_again_though_its_stat_looks_the_same(
+    repo: Path, tmp_path: Path
+) -> None:
+    path = repo / "src/server.py"
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    recorded = Searcher(tmp_path / "idx").manifest.files["src/server.py"].mtime_ns  # just before that scan
+    _same_size_edit(path, "def parse_port", "def parse_xort", recorded)
+    report = build_index(repo, tmp_path / "idx", LEXICAL)
+    assert report.changed and report.new_chunks >= 1
+    assert Searcher(tmp_path / "idx").search("parse_xort", k=1, mode="lexical").hits[0].path == "src/server.py"
+
+
+def test_files_with_invalid_utf8_are_still_counted_when_their_stat_lets_them_go_unread(
+    repo: Path, tmp_path: Path
+) -> None:
+    path = repo / "src/latin1.py"
+    path.write_bytes(b"name = 'caf\xe9'\n")
+    past = path.stat().st_mtime_ns - 3_600 * 10**9
+    os.utime(path, ns=(past, past))
+    assert build_index(repo, tmp_path / "idx", LEXICAL).invalid_utf8 == 1
+    (repo / "src/extra.py").write_text("def brand_new():\n    pass\n")
+    again = build_index(repo, tmp_path / "idx", LEXICAL)
+    assert again.changed and again.invalid_utf8 == 1

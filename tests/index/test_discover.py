@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pathspec import GitIgnoreSpec
 
 import index.discover as discover_module
-from index.discover import discover, list_candidate_paths, stat_signature
+from index.discover import SECRET_PATTERNS, _any_of, _matcher, discover, list_candidate_paths, stat_signature
 from index.errors import NotARepository
 from index.languages import language_for
 from index.types import Selection
@@ -366,3 +367,20 @@ def test_discovering_the_python_standard_library_is_fast(tmp_path: Path) -> None
 )
 def test_language_is_named_from_the_file_name(path: str, language: str | None) -> None:
     assert language_for(path) == language
+
+
+NAMES = ["a/.env", ".env.local", "x/y.pem", "k.key", "id_rsa", "a/id_rsa.pub", "credentials.json", "a/b/.netrc",
+         "foo.py", "env", "a.pem/b", "x.keystore", "pem", "a/_netrc", ".pgpassx", "b/.npmrc/c", "notid_rsa",
+         "src/a/b.py", "src/b.py", "docs/x.md", "build/", "build/x.o", "a/build", "keep.log", "x.log"]
+
+
+@pytest.mark.parametrize("patterns", [SECRET_PATTERNS, ("src/**/*.py", "*.md"), ("*.log", "!keep.log"), ("build/",)])
+def test_the_one_regex_matcher_decides_every_name_as_pathspec_does(patterns: tuple[str, ...]) -> None:
+    spec = GitIgnoreSpec.from_lines(patterns)
+    matcher = _matcher(patterns)
+    any_of = _any_of(spec)
+    assert matcher is not None and any_of is not None
+    for name in NAMES:
+        assert matcher.match_file(name) == spec.match_file(name), name
+        if any_of.search(name) is None:  # the walk's shortcut: no pattern matches, no verdict
+            assert spec.check_file(name).include is None, name

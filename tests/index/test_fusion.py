@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from index.hits import merge_hits, pack_hits
-from index.search import RRF_K, rrf
+from index.search import RRF_K, _top, rrf
 from index.types import Hit
 
 
@@ -54,3 +57,14 @@ def test_the_first_hit_that_does_not_fit_is_cut_at_a_line_boundary() -> None:
 def test_no_budget_means_no_cut() -> None:
     hits = [_hit("a.py", 1, 50)]
     assert pack_hits(hits, None) == (hits, False)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_k_best_chunks_are_those_of_a_full_sort_ties_to_the_lower_id(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    scores = np.round(rng.random(300_000) * (5 if seed % 2 else 5000)).astype(np.float32)  # many ties
+    scores[rng.random(len(scores)) < 0.5] = 0
+    positive = np.flatnonzero(scores > 0)
+    for k in (1, 10, 100):
+        assert _top(scores, k) == positive[np.lexsort((positive, -scores[positive]))][:k].tolist()
+    assert _top(np.zeros(10, dtype=np.float32), 5) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
@@ -84,3 +86,32 @@ def test_reused_documents_keep_their_terms_and_unused_vocabulary_is_dropped() ->
     new = second.build()
     assert [new.vocab[i] for i in new.doc(0)] == DOCS[1]
     assert set(new.vocab) == set(DOCS[1]) | {"brand", "new"}
+
+
+def _term_by_term(index: LexicalIndex, query: list[str]) -> np.ndarray:
+    """The definition: every occurrence of a known query term adds its column's weights, in query order."""
+    total = np.zeros(index.n_docs, dtype=np.float64)
+    for term in query:
+        if term in index._vocab:
+            i = index._vocab[term]
+            lo, hi = int(index._indptr[i]), int(index._indptr[i + 1])
+            np.add.at(total, index._rows[lo:hi], index._data[lo:hi].astype(np.float64))
+    return total.astype(np.float32)
+
+
+def test_a_long_query_with_repeated_terms_scores_exactly_the_term_by_term_sum() -> None:
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(300)]
+    docs = [list(rng.choice(words, size=int(rng.integers(5, 60)))) for _ in range(400)]
+    index = _index(docs, "lucene")
+    query = [*rng.choice(words, size=2000), "missing", "w3", "w3"]
+    assert np.array_equal(index.scores(list(query)), _term_by_term(index, list(query)))
+
+
+def test_a_loaded_index_scores_like_the_built_one(tmp_path) -> None:
+    built = _index(DOCS, "lucene")
+    built.save(tmp_path)
+    (tmp_path / "vocab.json").write_text(json.dumps(sorted(built._vocab, key=built._vocab.get)))
+    loaded = LexicalIndex.load(tmp_path)
+    for query in QUERIES:
+        assert np.array_equal(loaded.scores(query), built.scores(query))
