@@ -267,6 +267,7 @@ def _run(
     result["load_average_before"] = [round(x, 1) for x in os.getloadavg()]
     rounds = _interleaved(repeats, works)
     result["load_average_after"] = [round(x, 1) for x in os.getloadavg()]
+    result["rounds_s"] = {name: [round(x, 2) for x in seconds] for name, seconds in rounds.items()}
     raw_s, ours_s = min(rounds["raw"]), min(rounds["cached"])
     warm_path = tmp / "minilm" / "cold0.sqlite"  # filled completely by the first cold run
     warm_s = _best_of(repeats, _through_cache(reference, sample, lambda: warm_path))

@@ -64,6 +64,13 @@ def openvino_has_bf16() -> bool:
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
+def _usable_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one, e.g. in a container)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 class OpenVinoBulk:
     """The exported MiniLM compiled for the CPU, with one inference stream per usable core."""
 
@@ -71,7 +78,7 @@ class OpenVinoBulk:
         from tokenizers import Tokenizer
 
         ov = _openvino()
-        cores = cores or len(os.sched_getaffinity(0))
+        cores = cores or _usable_cores()
         config: dict[str, Any] = {
             "PERFORMANCE_HINT": "THROUGHPUT",
             "NUM_STREAMS": cores,

@@ -248,8 +248,8 @@ def test_a_precision_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_bulk_encoding_runs_on_openvino_in_input_order_and_without_torch_once_converted(tmp_path: Path) -> None:
-    from index.minilm_bulk import openvino_dir
+def test_bulk_encoding_runs_on_openvino_in_input_order_and_without_torch_once_exported(tmp_path: Path) -> None:
+    from index.minilm_bulk import bulk_onnx_path
 
     fast = load_embedder("minilm", cache_dir=tmp_path)
     # Lengths from one word to past the 256-piece cut, more texts than one request holds.
@@ -259,8 +259,8 @@ def test_bulk_encoding_runs_on_openvino_in_input_order_and_without_torch_once_co
     assert vectors.shape == (24, 384) and vectors.dtype == np.float32
     one_by_one = np.stack([fast.encode([t])[0] for t in (texts[0], texts[11], texts[23])])
     assert float((one_by_one * vectors[[0, 11, 23]]).sum(axis=1).min()) > 0.9999
-    folder = openvino_dir(tmp_path, fast.fingerprint)  # type: ignore[attr-defined]
-    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no scratch folder left
+    graph = bulk_onnx_path(tmp_path, fast.fingerprint)  # type: ignore[attr-defined]
+    assert [p.name for p in graph.parent.iterdir()] == [graph.name]  # exported once, no scratch file left
     code = (
         "import sys; import numpy as np; from pathlib import Path; from index.embed import load_embedder; "
         f"v = load_embedder('minilm', cache_dir=Path({str(tmp_path)!r})).encode({texts[:3]!r}); "
@@ -280,7 +280,7 @@ def test_minilm_forced_onto_torch_makes_the_same_vectors(tmp_path: Path, monkeyp
     texts = ["def read_json(path): return json.load(open(path))", "the cat sat on the mat"]
     plain = load_embedder("minilm-torch").encode(texts)
     assert float((on_torch.encode(texts) * plain).sum(axis=1).min()) > 0.999
-    assert on_torch.backend == "torch" and not (tmp_path / "openvino").exists()  # type: ignore[attr-defined]
+    assert on_torch.backend == "torch" and not (tmp_path / "onnx").exists()  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow
