@@ -9,7 +9,6 @@ this module stays cheap for lexical-only paths.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -17,13 +16,14 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from index.errors import CorruptIndex, EmbedderError
+from index.hf_quiet import quiet as _quiet
 
 __all__ = [
     "Embedder",
@@ -270,23 +270,6 @@ def _distil_static(source: Path, out: Path) -> None:
     with _quiet():
         model = distill(str(source), pca_dims=_STATIC_PCA_DIMS, device="cpu")
         model.save_pretrained(out)
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """transformers and model2vec draw progress bars while loading or distilling, and a library
-    must not print. They are switched off at their source: swapping sys.stderr instead would
-    also swallow what other threads (the CLI, the server's log) write meanwhile."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-        hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    except ImportError:
-        pass
-    yield
 
 
 def _one_line(exc: BaseException) -> str:

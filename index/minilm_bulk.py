@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from index.errors import EmbedderError
+from index.minilm_feed import load_tokenizer, padded_feed
 
 __all__ = ["OpenVinoBulk", "bulk_onnx_path", "openvino_has_bf16"]
 
 _GRAPH_VERSION = 1  # bump when the exported graph changes
 _MAX_BATCH = 8  # texts per inference request; larger batches measured slower here
-_MAX_TOKENS = 256  # the model's own max_seq_length (see index/minilm.py)
 
 
 def bulk_onnx_path(cache_dir: Path, fingerprint: str) -> Path:
@@ -75,8 +75,6 @@ class OpenVinoBulk:
     """The exported MiniLM compiled for the CPU, with one inference stream per usable core."""
 
     def __init__(self, model_file: Path, tokenizer_file: Path, bf16: bool, cores: int | None = None) -> None:
-        from tokenizers import Tokenizer
-
         ov = _openvino()
         cores = cores or _usable_cores()
         config: dict[str, Any] = {
@@ -92,14 +90,10 @@ class OpenVinoBulk:
         self.streams = int(compiled.get_property("NUM_STREAMS"))
         self._queue = ov.AsyncInferQueue(compiled, self.streams)
         self._lock = threading.Lock()  # one queue: callers take turns
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        self.tokenizer.enable_truncation(_MAX_TOKENS)
-        self.tokenizer.no_padding()
+        self.tokenizer = load_tokenizer(tokenizer_file)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 rows, one per text, in the order given."""
-        from index.minilm import padded_feed
-
         encodings = self.tokenizer.encode_batch(list(texts))
         # Longest first, so each request pads little; every stream gets work even for few texts.
         order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
