@@ -5,7 +5,7 @@ and bench/answer_bench.py scores answers with the same definitions:
 - a loop is a word 6-gram that occurs three times (words are runs of letters, digits and `_`);
 - a citation is `path:start-end` where path has a folder or an extension; it is valid when a
   retrieved source has the same path (or ends with the cited path at a folder boundary) and the
-  line ranges overlap.
+  line ranges overlap (a backwards range such as `heapq.py:12-4` is never valid).
 """
 
 from __future__ import annotations
@@ -118,17 +118,18 @@ class LoopGuard:
 
 
 def find_citations(text: str) -> tuple[Citation, ...]:
-    found = []
-    for m in _CITATION.finditer(text):
-        start, end = int(m.group(2)), int(m.group(3))
-        if start <= end:
-            found.append(Citation(Span(m.group(1).lstrip("./"), start, end), m.group(0)))
-    return tuple(found)
+    """Every `path:start-end` in the text, a backwards range (`heapq.py:12-4`, which the small model
+    writes) included: it names no lines, so it never matches a source and is flagged."""
+    return tuple(
+        Citation(Span(m.group(1).lstrip("./"), int(m.group(2)), int(m.group(3))), m.group(0))
+        for m in _CITATION.finditer(text)
+    )
 
 
 def _matches(cited: Span, source: Span) -> bool:
     same = cited.path == source.path or source.path.endswith("/" + cited.path)
-    return same and cited.start_line <= source.end_line and source.start_line <= cited.end_line
+    ordered = cited.start_line <= cited.end_line
+    return same and ordered and cited.start_line <= source.end_line and source.start_line <= cited.end_line
 
 
 def check_citations(text: str, sources: Sequence[Span]) -> CitationCheck:

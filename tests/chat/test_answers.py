@@ -84,6 +84,12 @@ def test_a_citation_of_something_not_retrieved_is_flagged() -> None:
     )
 
 
+def test_a_backwards_line_range_is_flagged_even_inside_a_retrieved_file() -> None:
+    answer = finish_answer("[logging/handlers.py:150-12] rotates the file.", SOURCES, looped=False, best=None)
+    assert not answer.citations.valid
+    assert "Not among the retrieved sources: logging/handlers.py:150-12" in answer.text
+
+
 def test_a_stopped_loop_is_said_and_what_came_before_is_kept() -> None:
     answer = finish_answer("The handler rotates files when they grow.", SOURCES, looped=True, best=None)
     assert answer.usable and answer.looped
