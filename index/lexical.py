@@ -24,7 +24,7 @@ import numpy as np
 
 from index.errors import CorruptIndex
 
-__all__ = ["TermCorpus", "CorpusBuilder", "LexicalIndex", "Variant", "bm25_idf", "bm25_weights"]
+__all__ = ["TermCorpus", "CorpusBuilder", "term_ids", "LexicalIndex", "Variant", "bm25_idf", "bm25_weights"]
 
 Variant = Literal["lucene", "okapi"]
 K1 = 1.2
@@ -83,6 +83,18 @@ class TermCorpus:
         return TermCorpus(vocab, ids, offsets)
 
 
+def term_ids(terms: Sequence[str], lookup: dict[str, int], vocab: list[str]) -> np.ndarray:
+    """Each term's id, new terms appended to `vocab` (and `lookup`) in first-seen order."""
+    ids = np.empty(len(terms), dtype=np.int32)
+    for j, term in enumerate(terms):
+        i = lookup.get(term)
+        if i is None:
+            i = lookup[term] = len(vocab)
+            vocab.append(term)
+        ids[j] = i
+    return ids
+
+
 class CorpusBuilder:
     """Collects documents as term lists or as id slices of an earlier corpus (same vocabulary)."""
 
@@ -92,15 +104,7 @@ class CorpusBuilder:
         self._docs: list[np.ndarray] = []
 
     def add_terms(self, terms: Sequence[str]) -> None:
-        lookup, vocab = self._lookup, self._vocab
-        ids = np.empty(len(terms), dtype=np.int32)
-        for j, term in enumerate(terms):
-            i = lookup.get(term)
-            if i is None:
-                i = lookup[term] = len(vocab)
-                vocab.append(term)
-            ids[j] = i
-        self._docs.append(ids)
+        self._docs.append(term_ids(terms, self._lookup, self._vocab))
 
     def add_ids(self, ids: np.ndarray) -> None:
         self._docs.append(ids)

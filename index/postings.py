@@ -26,7 +26,7 @@ from typing import BinaryIO, Self
 import numpy as np
 
 from index.errors import IndexingError
-from index.lexical import K1, TERM_IDS, TERM_OFFSETS, B, bm25_idf, bm25_weights
+from index.lexical import K1, TERM_IDS, TERM_OFFSETS, B, bm25_idf, bm25_weights, term_ids
 
 __all__ = ["LexicalWriter"]
 
@@ -71,14 +71,7 @@ class LexicalWriter:
         return self._run_postings
 
     def add_terms(self, terms: Sequence[str]) -> None:
-        lookup, vocab = self._lookup, self._vocab
-        ids = np.empty(len(terms), dtype=np.int32)
-        for j, term in enumerate(terms):
-            i = lookup.get(term)
-            if i is None:
-                i = lookup[term] = len(vocab)
-                vocab.append(term)
-            ids[j] = i
+        ids = term_ids(terms, self._lookup, self._vocab)
         self.add_ids(ids, np.array([len(ids)], dtype=np.int32))
 
     def add_ids(self, ids: np.ndarray, lengths: np.ndarray) -> None:
