@@ -1,5 +1,5 @@
 """Which lexical field matches the local BM25 better on Milvus: our terms (index/tokenize.py) written one
-analyzer token each (what index/milvus.py does), or the raw chunk text under Milvus's standard analyzer
+analyzer token each (what index/milvus/ does), or the raw chunk text under Milvus's standard analyzer
 (`\\w+`, lowercased: identifiers are not split)? Top-1 file agreement with the local engine.
 
     python bench/milvus_analyzer.py TREE [--queries 200]
