@@ -152,7 +152,7 @@ class _Bulk:
     slower when other processes share the cores)."""
 
     def __init__(self, name: str, model_file: Path, tokenizer_file: Path, batch: int = 32) -> None:
-        from index.minilm import _OnnxQueries
+        from index.embed.minilm import _OnnxQueries
 
         self.id, self.dim, self.batch = name, 384, batch
         self.inner = _OnnxQueries(model_file, tokenizer_file)
@@ -219,7 +219,7 @@ def _run(
 ) -> dict[str, Any]:
     import torch
 
-    from index.minilm import export_onnx, onnx_path
+    from index.embed.minilm import export_onnx, onnx_path
 
     texts = collect_chunks(chunks)
     sample = texts[:minilm_chunks]

@@ -225,7 +225,7 @@ def test_default_minilm_matches_plain_torch_and_answers_queries_without_torch(tm
 
 
 def test_bulk_backend_is_openvino_when_installed_and_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> None:
-    from index.minilm import bulk_backend
+    from index.embed.minilm import bulk_backend
 
     monkeypatch.delenv("BRIDGE_MINILM_BULK", raising=False)
     assert bulk_backend() == "openvino"  # a dependency of the project
@@ -237,7 +237,7 @@ def test_bulk_backend_is_openvino_when_installed_and_can_be_forced(monkeypatch: 
 
 
 def test_a_precision_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from index.minilm import bf16_is_fast
+    from index.embed.minilm import bf16_is_fast
 
     monkeypatch.setenv("BRIDGE_MINILM_PRECISION", "fp32")
     assert bf16_is_fast("openvino") is False
@@ -249,7 +249,7 @@ def test_a_precision_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_bulk_encoding_runs_on_openvino_in_input_order_and_without_torch_once_exported(tmp_path: Path) -> None:
-    from index.minilm_bulk import bulk_onnx_path
+    from index.embed.bulk import bulk_onnx_path
 
     fast = load_embedder("minilm", cache_dir=tmp_path)
     # Lengths from one word to past the 256-piece cut, more texts than one request holds.

@@ -1,5 +1,5 @@
 """Model inputs for the exported MiniLM graphs: the model's own tokenizer and padded id batches.
-Shared by the query side (index/minilm.py) and the bulk side (index/minilm_bulk.py)."""
+Shared by the query side (index/embed/minilm.py) and the bulk side (index/embed/bulk.py)."""
 
 from __future__ import annotations
 

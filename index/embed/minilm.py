@@ -2,7 +2,7 @@
 
 Measured here (bench/embed_bench.py, bench/RESULTS.md):
 
-- Bulk encoding (indexing) runs on OpenVINO (index/minilm_bulk.py), in bfloat16 where the CPU
+- Bulk encoding (indexing) runs on OpenVINO (index/embed/bulk.py), in bfloat16 where the CPU
   has it in hardware: the same vectors to a cosine of 0.9999 and the same recall, at 4-6x plain
   float32 torch. Without openvino (or with BRIDGE_MINILM_BULK=torch) it runs on torch, in bf16
   where fast (about 2x). ONNX Runtime, float32 or int8, was no faster than torch's float32 on
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from index.embed.feed import MAX_TOKENS, load_tokenizer, padded_feed
+from index.embed.quiet import quiet
 from index.errors import EmbedderError
-from index.hf_quiet import quiet
-from index.minilm_feed import MAX_TOKENS, load_tokenizer, padded_feed
 
 if TYPE_CHECKING:
-    from index.minilm_bulk import OpenVinoBulk
+    from index.embed.bulk import OpenVinoBulk
 
 __all__ = ["MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path"]
 
@@ -55,7 +55,7 @@ def bf16_is_fast(backend: str = "torch") -> bool:
     if choice != "auto":
         raise EmbedderError(f"{_PRECISION_ENV}={choice} is not a precision: use auto, bf16 or fp32")
     if backend == "openvino":
-        from index.minilm_bulk import openvino_has_bf16
+        from index.embed.bulk import openvino_has_bf16
 
         return openvino_has_bf16()
     import torch
@@ -179,7 +179,7 @@ class MiniLMEmbedder:
         self, folder: Path, fingerprint: str, cache_dir: Path, name: str, load_torch: Callable[[Path], Any]
     ) -> None:
         self.folder = folder
-        self._load_torch = load_torch  # folder -> a SentenceTransformer; index/embed.py owns that loading
+        self._load_torch = load_torch  # folder -> a SentenceTransformer; index/embed/backends.py owns that loading
         self.fingerprint = fingerprint
         self.cache_dir = cache_dir
         self.dim = 384
@@ -223,7 +223,7 @@ class MiniLMEmbedder:
 
     def _openvino_model(self) -> OpenVinoBulk:
         if self._openvino is None:
-            from index.minilm_bulk import OpenVinoBulk, bulk_onnx_path
+            from index.embed.bulk import OpenVinoBulk, bulk_onnx_path
 
             target = bulk_onnx_path(self.cache_dir, self.fingerprint)
             if not target.is_file():

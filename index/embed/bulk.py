@@ -2,7 +2,7 @@
 
 Measured on a 2-core Xeon with AMX (bench/embed_bench.py, bench/RESULTS.md), 256-piece chunks:
 
-- The graph is an ONNX export of the bundled weights (index/minilm.py, once, locally) traced
+- The graph is an ONNX export of the bundled weights (index/embed/minilm.py, once, locally) traced
   with transformers' "eager" attention: plain matrix products, mask and softmax, which the CPU
   plugin fuses into one attention kernel. The query graph, traced with PyTorch's fused
   attention, spells the mask out in Select/IsNaN nodes that OpenVINO cannot fuse (a third of
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from index.embed.feed import load_tokenizer, padded_feed
 from index.errors import EmbedderError
-from index.minilm_feed import load_tokenizer, padded_feed
 
 __all__ = ["OpenVinoBulk", "bulk_onnx_path", "openvino_has_bf16"]
 
