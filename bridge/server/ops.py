@@ -150,7 +150,7 @@ def list_files(repo: Repo, path_glob: str = "**", limit: int = 200) -> ListFiles
 
 
 def outline(repo: Repo, path: str) -> OutlineResult:
-    from index.chunk import outline as symbols_of
+    from index.syntax import outline as symbols_of
 
     rel, source = _read_source(repo, path)
     symbols = [

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from index import chunk as chunk_module
-from index.chunk import Symbol, chunk_file, grammar_for, outline
+from index import syntax as syntax_module
+from index.chunk import chunk_file
+from index.syntax import Symbol, grammar_for, outline
 from index.tokenize import estimate_tokens
 from index.types import Chunk, SourceFile
 
@@ -328,7 +329,7 @@ class FailingParser:
 
 
 def test_code_whose_parse_fails_falls_back_to_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(chunk_module, "_parser", lambda grammar: FailingParser())
+    monkeypatch.setattr(syntax_module, "_parser", lambda grammar: FailingParser())
     text = python_function("first", 40)
     file = source("f.py", text, "python")
     chunks = chunk_file(file, target_tokens=100, max_tokens=150, overlap_lines=1)
@@ -339,8 +340,8 @@ def test_code_whose_parse_fails_falls_back_to_windows(monkeypatch: pytest.Monkey
 
 
 def test_a_missing_grammar_wheel_means_no_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(chunk_module.GRAMMARS, "klingon", ("tree_sitter_klingon", "language"))
-    assert chunk_module._parser("klingon") is None
+    monkeypatch.setitem(syntax_module.GRAMMARS, "klingon", ("tree_sitter_klingon", "language"))
+    assert syntax_module._parser("klingon") is None
 
 
 def test_grammar_follows_language_then_suffix() -> None:
@@ -353,8 +354,8 @@ def test_grammar_follows_language_then_suffix() -> None:
 
 
 def test_parsers_are_cached_per_language() -> None:
-    assert chunk_module._parser("python") is chunk_module._parser("python")
-    assert chunk_module._parser("python") is not chunk_module._parser("rust")
+    assert syntax_module._parser("python") is syntax_module._parser("python")
+    assert syntax_module._parser("python") is not syntax_module._parser("rust")
 
 
 @pytest.mark.slow
