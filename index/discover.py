@@ -1,7 +1,7 @@
 """Which files of a repository are indexed (and may be read through the server).
 
 Inside a git work tree the candidates are exactly what git would track; elsewhere a walk applies
-the .gitignore files with git's rules. Binaries, big files, likely secrets, the index's own
+the .gitignore files with git's rules (both in index/ignore.py). Binaries, big files, likely secrets, the index's own
 directory and anything that leaves the root through a symlink are then dropped and counted.
 """
 
@@ -11,17 +11,13 @@ import hashlib
 import os
 import re
 import stat
-import subprocess
 from collections import Counter
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
-
-from pathspec import GitIgnoreSpec
 
 from index.errors import NotARepository, PathNotAllowed
+from index.ignore import Matcher, git_files, is_listed, matcher, walk
 from index.languages import language_for
 from index.types import Discovery, Selection, SourceFile
 
@@ -37,11 +33,6 @@ SECRET_PATTERNS: tuple[str, ...] = (
 _SNIFF_BYTES = 8192  # git's own binary heuristic looks at the same window
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # exactly Unicode's category Cc
-# Inherited from a hook or an outer tool, these would point git at some other repository.
-_GIT_ENV = frozenset(
-    {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-     "GIT_NAMESPACE", "GIT_PREFIX", "GIT_CONFIG_PARAMETERS"}
-)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 _REFUSALS: dict[str, str] = {
@@ -63,50 +54,13 @@ _REFUSALS: dict[str, str] = {
     "control_name": "has control characters in its name: rename the file",
 }
 
-# (directory relative to the root, its rules, one regex that matches wherever any of them does)
-_Ignores = tuple[tuple[str, GitIgnoreSpec, re.Pattern[str] | None], ...]
-
-
-@lru_cache(maxsize=64)
-def _spec(patterns: tuple[str, ...]) -> GitIgnoreSpec | None:
-    return GitIgnoreSpec.from_lines(patterns) if patterns else None
-
-
-class _Matcher(Protocol):
-    def match_file(self, file: str) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _AnyOf:
-    """A pattern list without negations matches a path when any of its patterns does, so one
-    alternation of their regular expressions decides it in one search instead of one per pattern
-    (the secret patterns were a third of the time of listing a large tree)."""
-
-    regex: re.Pattern[str]
-
-    def match_file(self, file: str) -> bool:
-        return self.regex.search(file) is not None
-
-
-@lru_cache(maxsize=64)
-def _matcher(patterns: tuple[str, ...]) -> _Matcher | None:
-    spec = _spec(patterns)
-    if spec is None:
-        return None
-    regexes = [getattr(p, "regex", None) for p in spec.patterns if p.include is not None]
-    if any(p.include is not True for p in spec.patterns if p.include is not None) or None in regexes:
-        return spec  # negations: the last matching pattern decides, as pathspec does it
-    any_of = _any_of(spec)
-    return _AnyOf(any_of) if any_of is not None and regexes else spec
-
-
 @dataclass(frozen=True, slots=True)
 class _Rules:
     """The name-only rules of a Selection, for paths relative to the real root."""
 
-    secrets: _Matcher | None
-    include: _Matcher | None
-    exclude: _Matcher | None
+    secrets: Matcher | None
+    include: Matcher | None
+    exclude: Matcher | None
     index_dirs: tuple[str, ...]
     max_bytes: int
 
@@ -224,7 +178,7 @@ def resolve_path(
         checked = _check(base, rel, rules)
         if isinstance(checked, str):
             reason = checked
-        elif rel not in known and not _is_selected(base, rel):
+        elif rel not in known and not is_listed(base, rel):
             reason = "ignored"
         elif _sniff_binary(checked.real):
             reason = "binary"
@@ -247,18 +201,18 @@ def _rules(root: Path, base: str, selection: Selection, exclude_dirs: tuple[Path
         if inside:  # an index dir that *is* the root would exclude everything: ignore it
             index_dirs.append(inside)
     return _Rules(
-        secrets=_matcher(SECRET_PATTERNS) if selection.skip_secrets else None,
-        include=_matcher(tuple(selection.include)),
-        exclude=_matcher(tuple(selection.exclude)),
+        secrets=matcher(SECRET_PATTERNS) if selection.skip_secrets else None,
+        include=matcher(tuple(selection.include)),
+        exclude=matcher(tuple(selection.exclude)),
         index_dirs=tuple(index_dirs),
         max_bytes=selection.max_file_bytes,
     )
 
 
 def _select(base: str, rules: _Rules, skipped: Counter[str]) -> list[_Candidate]:
-    listed = _git_files(base)
+    listed = git_files(base)
     if listed is None:
-        listed = _walk(base, rules.index_dirs, skipped)
+        listed = walk(base, rules.index_dirs, skipped)
     chosen = []
     for rel in sorted(set(listed)):
         if _in_git_dir(rel) or _under_any(rel, rules.index_dirs):
@@ -272,119 +226,6 @@ def _select(base: str, rules: _Rules, skipped: Counter[str]) -> list[_Candidate]
         else:
             chosen.append(checked)
     return chosen
-
-
-def _git_files(base: str, only: str | None = None) -> list[str] | None:
-    """Paths git would track under `base` (relative to it), or None outside a usable work tree.
-
-    A root that its enclosing repository ignores (a vendored or generated folder) is treated as a
-    plain folder: git would list nothing there, which is never what the user pointed us at.
-    """
-    probe = _git(base, ["check-ignore", "-q", "."])
-    if probe is None or probe.returncode != 1:  # 0: the root is ignored; 128: no work tree
-        return None
-    options = ["--literal-pathspecs"] if only is not None else []
-    listing = ["ls-files", "--cached", "--others", "--exclude-standard", "-z"]
-    done = _git(base, options + listing + (["--", only] if only is not None else []))
-    if done is None or done.returncode != 0:
-        return None
-    # An untracked nested repository is listed as "dir/"; the stat check drops it.
-    return [os.fsdecode(item).rstrip("/") for item in done.stdout.split(b"\0") if item]
-
-
-def _git(base: str, arguments: list[str]) -> subprocess.CompletedProcess[bytes] | None:
-    # A repository's own config must not run programs while we only list files.
-    command = ["git", "-c", "core.fsmonitor=false", "-C", base, *arguments]
-    env = {key: value for key, value in os.environ.items() if key not in _GIT_ENV}
-    try:
-        return subprocess.run(command, capture_output=True, env=env, check=False)
-    except OSError:  # git is not installed
-        return None
-
-
-def _walk(base: str, index_dirs: tuple[str, ...], skipped: Counter[str]) -> list[str]:
-    """Files under `base` that the .gitignore files keep; symlinks are listed, never followed."""
-    found: list[str] = []
-    pending: list[tuple[str, _Ignores]] = [("", ())]
-    while pending:
-        rel_dir, inherited = pending.pop()
-        folder = os.path.join(base, rel_dir)
-        try:
-            with os.scandir(folder) as entries:
-                listing = [(entry.name, _is_real_dir(entry)) for entry in entries]
-        except OSError:
-            skipped["unreadable"] += 1
-            continue
-        ignores = inherited
-        if any(name == ".gitignore" for name, _ in listing):
-            ignores = inherited + _ignore_file(folder, rel_dir)
-        for name, is_dir in listing:
-            if name == ".git":
-                continue
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if _ignored(ignores, rel, is_dir):
-                continue
-            if not is_dir:
-                found.append(rel)
-            elif rel not in index_dirs:
-                pending.append((rel, ignores))
-    return found
-
-
-def _is_real_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
-
-
-def _ignore_file(folder: str, rel_dir: str) -> _Ignores:
-    try:
-        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return ()
-    spec = GitIgnoreSpec.from_lines(lines)
-    return ((rel_dir, spec, _any_of(spec)),) if len(spec) else ()
-
-
-def _any_of(spec: GitIgnoreSpec) -> re.Pattern[str] | None:
-    """One alternation of the spec's patterns: most paths match none, and one search says so.
-    (The `ps_d` group only ranks a directory match against a file match, which deciding whether
-    anything matches never needs; the same group name in every alternative would not compile.)"""
-    regexes = [getattr(p, "regex", None) for p in spec.patterns if p.include is not None]
-    if None in regexes:
-        return None
-    return re.compile("|".join(f"(?:{r.pattern.replace('(?P<ps_d>/)', '/')})" for r in regexes if r is not None))
-
-
-def _ignored(ignores: _Ignores, rel: str, is_dir: bool) -> bool:
-    # git: a deeper .gitignore overrides a shallower one; within a file the last match wins.
-    for rel_dir, spec, any_of in reversed(ignores):
-        local = rel[len(rel_dir) + 1 :] if rel_dir else rel
-        name = local + "/" if is_dir else local
-        if any_of is not None and any_of.search(name) is None:
-            continue  # no pattern of this file matches: no verdict, as check_file would say
-        verdict = spec.check_file(name).include
-        if verdict is not None:
-            return verdict
-    return False
-
-
-def _is_selected(base: str, rel: str) -> bool:
-    """Would discovery list `rel`? Asks git about that one path, or replays the walk's rules."""
-    listed = _git_files(base, only=rel)
-    if listed is not None:
-        return rel in listed
-    parts = rel.split("/")
-    ignores: _Ignores = ()
-    for depth in range(len(parts)):
-        rel_dir = "/".join(parts[:depth])
-        ignores += _ignore_file(os.path.join(base, rel_dir), rel_dir)
-        is_dir = depth < len(parts) - 1
-        if _ignored(ignores, "/".join(parts[: depth + 1]), is_dir):
-            return False
-    return True
 
 
 def _check(base: str, rel: str, rules: _Rules) -> _Candidate | str:

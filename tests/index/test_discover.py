@@ -11,8 +11,9 @@ import pytest
 from pathspec import GitIgnoreSpec
 
 import index.discover as discover_module
-from index.discover import SECRET_PATTERNS, _any_of, _matcher, discover, list_candidate_paths, stat_signature
+from index.discover import SECRET_PATTERNS, discover, list_candidate_paths, stat_signature
 from index.errors import NotARepository
+from index.ignore import any_of, matcher
 from index.languages import language_for
 from index.types import Selection
 
@@ -377,10 +378,10 @@ NAMES = ["a/.env", ".env.local", "x/y.pem", "k.key", "id_rsa", "a/id_rsa.pub", "
 @pytest.mark.parametrize("patterns", [SECRET_PATTERNS, ("src/**/*.py", "*.md"), ("*.log", "!keep.log"), ("build/",)])
 def test_the_one_regex_matcher_decides_every_name_as_pathspec_does(patterns: tuple[str, ...]) -> None:
     spec = GitIgnoreSpec.from_lines(patterns)
-    matcher = _matcher(patterns)
-    any_of = _any_of(spec)
-    assert matcher is not None and any_of is not None
+    decides = matcher(patterns)
+    alternation = any_of(spec)
+    assert decides is not None and alternation is not None
     for name in NAMES:
-        assert matcher.match_file(name) == spec.match_file(name), name
-        if any_of.search(name) is None:  # the walk's shortcut: no pattern matches, no verdict
+        assert decides.match_file(name) == spec.match_file(name), name
+        if alternation.search(name) is None:  # the walk's shortcut: no pattern matches, no verdict
             assert spec.check_file(name).include is None, name
