@@ -25,10 +25,12 @@ import numpy as np
 
 from index.chunk import chunk_file
 from index.discover import Listing, iter_files, iter_listed
+from index.delta import MAX_FRACTION, DeltaResult, deleted_base, in_base, write_delta
 from index.errors import EmptyRepository, IndexingError, IndexWriteError
 from index.history import remove_history, update_history
 from index.lexical import TermCorpus
 from index.postings import LexicalWriter
+from index.segments import DELTA, SegmentInfo, load_segments, open_table
 from index.store import ChunkTable, ChunkWriter, FileEntry, IndexDir, Manifest, default_home
 from index.tokenize import path_terms, terms
 from index.types import Progress, Selection, SourceFile
@@ -52,6 +54,9 @@ class BuildOptions:
     overlap_lines: int = 3
     embedder: str | None = "minilm"  # spec for index.embed.load_embedder; None: lexical only
     rebuild: bool = False  # ignore the previous generation's chunks
+    # A re-index writes a delta segment over the previous base (index/delta.py) until the delta
+    # and the deleted chunks pass this share of the base; 0: always a single segment.
+    max_delta: float = MAX_FRACTION
     history: bool = True  # index the git history as evidence (index/history.py); off: none is kept
     lock_timeout: float = 10.0
 
@@ -120,7 +125,16 @@ def build_index(
         with _writing(index_dir):
             tmp = store.new_generation()
             try:
-                files, reused, invalid, again = _stream(root, index_dir, tmp, previous, listed, options, on_progress)
+                delta = _try_delta(root, index_dir, tmp, previous, listed, options, on_progress)
+                if delta is not None:
+                    files, reused, invalid, again = delta
+                else:
+                    if any(tmp.iterdir()):  # a declined delta's files: start the generation afresh
+                        shutil.rmtree(tmp)
+                        tmp.mkdir()
+                    if previous is not None and not _ids_in_range(previous.corpus):
+                        previous = None  # a damaged base is not reused: rebuilt from the files
+                    files, reused, invalid, again = _stream(root, index_dir, tmp, previous, listed, options, on_progress)
                 if not files:
                     raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
                 # Both passes walk the same tree; a file that vanished in between counts once.
@@ -232,7 +246,20 @@ class _Previous:
 
     path: Path
     manifest: Manifest
-    corpus: TermCorpus
+    corpus: TermCorpus  # the base segment's terms
+    segments: SegmentInfo | None  # None: a single-segment generation
+
+    @property
+    def n_base(self) -> int:
+        return self.segments.n_base if self.segments is not None else self.manifest.chunks
+
+    @property
+    def reusable(self) -> dict[str, FileEntry]:
+        """Files whose rows and terms a single-segment build copies: those in the base segment
+        (a delta's files are read again when a delta is compacted)."""
+        if self.segments is None:
+            return self.manifest.files
+        return {p: e for p, e in self.manifest.files.items() if in_base(e, self.n_base)}
 
 
 def _previous(store: IndexDir, root: Path, options: BuildOptions) -> _Previous | None:
@@ -246,11 +273,17 @@ def _previous(store: IndexDir, root: Path, options: BuildOptions) -> _Previous |
             return None
         ChunkTable(gen).close()  # the table must be there to copy rows from
         corpus = TermCorpus.load(gen / "lexical")
+        segments = load_segments(gen)
+        if segments is not None:
+            ChunkTable(gen / DELTA).close()
+            if len(TermCorpus.load(gen / DELTA / "lexical")) != segments.n_delta:
+                return None
     except IndexingError:
         return None  # a damaged or foreign index is simply rebuilt from scratch
-    if len(corpus) != manifest.chunks or not _ids_in_range(corpus):
+    n_base = segments.n_base if segments is not None else manifest.chunks
+    if len(corpus) != n_base:
         return None
-    return _Previous(gen, manifest, corpus)
+    return _Previous(gen, manifest, corpus, segments)
 
 
 def _ids_in_range(corpus: TermCorpus) -> bool:
@@ -270,6 +303,34 @@ def _unchanged(manifest: Manifest, files: list[_Listed], options: BuildOptions) 
     return all((e := manifest.files.get(f.path)) is not None and e.sha == f.sha for f in files)
 
 
+def _try_delta(
+    root: Path,
+    index_dir: Path,
+    tmp: Path,
+    previous: _Previous | None,
+    listed: list[_Listed] | None,
+    options: BuildOptions,
+    on_progress: ProgressFn,
+) -> tuple[dict[str, FileEntry], int, list[str], Counter[str]] | None:
+    """The generation `tmp` as the previous base plus a delta (index/delta.py), or None when a
+    single segment is due: a first or forced build, a changed selection of chunking, or a delta
+    past `options.max_delta` of the base."""
+    if previous is None or listed is None or options.max_delta <= 0:
+        return None
+    old = previous.manifest.files
+    kept = [f.path for f in listed if (e := old.get(f.path)) is not None and e.sha == f.sha]
+    deleted = deleted_base(previous.manifest, previous.n_base, kept)
+    skipped: Counter[str] = Counter()
+    items = _plan(root, index_dir, options, old, listed, skipped)
+    result: DeltaResult | None = write_delta(
+        tmp, previous.path, previous.manifest, previous.corpus, previous.segments, items, deleted,
+        options.chunking(), options.max_delta, on_progress,
+    )
+    if result is None:
+        return None
+    return result.entries, result.reused, result.invalid, skipped
+
+
 def _stream(
     root: Path,
     index_dir: Path,
@@ -282,7 +343,7 @@ def _stream(
     """Chunk and tokenise every file into the generation `tmp`, reusing unchanged files' rows and
     term ids from `previous`; only new and changed files are read (again). Returns the files'
     entries, the reused chunk count, the files with invalid UTF-8 and the skips."""
-    old = previous.manifest.files if previous else {}
+    old = previous.reusable if previous else {}
     corpus = previous.corpus if previous else None
     lexical = LexicalWriter(tmp / "lexical", corpus.vocab if corpus else ())
     chunks = ChunkWriter(tmp, previous.path if previous else None)
@@ -421,11 +482,13 @@ def fill_vectors(
     prepare = getattr(emb, "query_model", None)
     if callable(prepare):
         prepare()  # export the torch-free query model now, so the first search does not pay for it
-    table = ChunkTable(gen)
+    table = open_table(gen)
     try:
-        chunks = table.all()
+        items = table.items()
     finally:
         table.close()
+    chunks = [c for _, c in items]
+    ids = np.fromiter((i for i, _ in items), dtype=np.int64, count=len(items))
     hashes = [c.hash for c in chunks]
     cache = EmbeddingCache(cache_path or store.embeddings_path)
     superseded = False
@@ -436,7 +499,7 @@ def fill_vectors(
             if store.current() != gen:
                 superseded = True
                 return 0
-            return _write_vectors(gen, emb, hashes, have)
+            return _write_vectors(gen, emb, ids, hashes, have)
 
     with _writing(index_dir):
         try:
@@ -462,9 +525,11 @@ def fill_vectors(
     return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks))
 
 
-def _write_vectors(gen: Path, emb: Embedder, hashes: list[str], have: dict[str, np.ndarray]) -> int:
-    ids = np.array([i for i, h in enumerate(hashes) if h in have], dtype=np.int64)
-    vectors = np.stack([have[hashes[i]] for i in ids]) if len(ids) else np.zeros((0, emb.dim), np.float32)
+def _write_vectors(gen: Path, emb: Embedder, chunk_ids: np.ndarray, hashes: list[str], have: dict[str, np.ndarray]) -> int:
+    """Vectors of the live chunks embedded so far, by chunk id (a delta's deleted ids have none)."""
+    at = [j for j, h in enumerate(hashes) if h in have]
+    ids = chunk_ids[at] if at else np.zeros(0, dtype=np.int64)
+    vectors = np.stack([have[hashes[j]] for j in at]) if at else np.zeros((0, emb.dim), np.float32)
     meta = gen / "vectors.json"
     tmp = meta.with_name("vectors.json.tmp")
     tmp.write_text(json.dumps({"embedder_id": emb.id, "dim": emb.dim}))

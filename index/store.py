@@ -246,7 +246,8 @@ class ChunkWriter:
     """Chunk rows written as they are made, a batch at a time, so memory holds one batch; rows of
     unchanged files are copied from the `previous` generation's table inside SQLite."""
 
-    def __init__(self, generation: Path, previous: Path | None = None, batch: int = 2000) -> None:
+    def __init__(self, generation: Path, previous: Path | None = None, batch: int = 2000, start: int = 0) -> None:
+        generation.mkdir(parents=True, exist_ok=True)
         self._con = sqlite3.connect(_uri(generation / _CHUNKS, ""), uri=True, isolation_level=None)
         self._con.execute("PRAGMA journal_mode=OFF")  # a generation is thrown away whole if a write fails
         self._con.execute("PRAGMA synchronous=OFF")  # publish() fsyncs every file before the swap
@@ -256,7 +257,7 @@ class ChunkWriter:
         self._batch = batch
         self._rows: list[tuple[object, ...]] = []
         self._copying = (0, 0, 0)  # (first previous id, first new id, rows) not yet copied
-        self.count = 0
+        self.count = start  # the next row's id: a delta segment's ids continue after its base's
 
     def add(self, chunk: Chunk) -> None:
         c = chunk
@@ -338,6 +339,15 @@ class ChunkTable:
         except sqlite3.DatabaseError as exc:
             raise CorruptIndex(f"chunk table is damaged ({exc}): run `bridge index --rebuild`") from exc
         return [Chunk(*row[1:]) for row in rows]
+
+    def items(self) -> list[tuple[int, Chunk]]:
+        """(id, chunk) of every row, by id: what the vector fill embeds."""
+        try:
+            with self._lock:
+                rows = self._con.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY id").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptIndex(f"chunk table is damaged ({exc}): run `bridge index --rebuild`") from exc
+        return [(row[0], Chunk(*row[1:])) for row in rows]
 
     def symbols(self) -> list[tuple[int, str]]:
         """(chunk id, symbol) of every chunk that has one: what the file-level ranking looks up."""
