@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from index.chunk import chunk_file
-from index.discover import Listing, iter_files, iter_listed
 from index.delta import MAX_FRACTION, DeltaResult, deleted_base, in_base, write_delta
+from index.discover import Listing, iter_files, iter_listed
 from index.errors import EmptyRepository, IndexingError, IndexWriteError
 from index.history import remove_history, update_history
 from index.lexical import TermCorpus
@@ -499,7 +499,7 @@ def fill_vectors(
             if store.current() != gen:
                 superseded = True
                 return 0
-            return _write_vectors(gen, emb, ids, hashes, have)
+            return _write_vectors(gen, emb, hashes, have, ids)
 
     with _writing(index_dir):
         try:
@@ -525,10 +525,13 @@ def fill_vectors(
     return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks))
 
 
-def _write_vectors(gen: Path, emb: Embedder, chunk_ids: np.ndarray, hashes: list[str], have: dict[str, np.ndarray]) -> int:
-    """Vectors of the live chunks embedded so far, by chunk id (a delta's deleted ids have none)."""
+def _write_vectors(
+    gen: Path, emb: Embedder, hashes: list[str], have: dict[str, np.ndarray], chunk_ids: np.ndarray | None = None
+) -> int:
+    """Vectors of the chunks embedded so far, by chunk id: `chunk_ids[j]` is the id of `hashes[j]`
+    (default: j; a delta generation's ids have holes where its deleted chunks were)."""
     at = [j for j, h in enumerate(hashes) if h in have]
-    ids = chunk_ids[at] if at else np.zeros(0, dtype=np.int64)
+    ids = np.asarray(at, dtype=np.int64) if chunk_ids is None else chunk_ids[at] if at else np.zeros(0, dtype=np.int64)
     vectors = np.stack([have[hashes[j]] for j in at]) if at else np.zeros((0, emb.dim), np.float32)
     meta = gen / "vectors.json"
     tmp = meta.with_name("vectors.json.tmp")

@@ -28,7 +28,7 @@ import numpy as np
 
 from index.chunk import chunk_file
 from index.errors import CorruptIndex
-from index.lexical import TERM_IDS, TERM_OFFSETS, B, K1, TermCorpus, bm25_idf, bm25_weights, term_ids
+from index.lexical import K1, TERM_IDS, TERM_OFFSETS, B, TermCorpus, bm25_idf, bm25_weights, term_ids
 from index.segments import DELETED, DELETED_DF, DELTA, SEGMENTS, SegmentInfo
 from index.store import ChunkWriter, FileEntry, Manifest
 from index.tokenize import path_terms, terms

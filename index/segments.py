@@ -152,7 +152,7 @@ class SegmentedLexical:
             df_delta = delta.df(d) if d is not None else 0
             if b is not None and (df_base := base.df(b)):
                 df_live = df_base - self._deleted_df(b) + df_delta
-                ratio = float(bm25_idf(np.float64(df_live), info.n_live) / bm25_idf(np.float64(df_base), info.n_base))
+                ratio = float(_idf(df_live, info.n_live) / _idf(df_base, info.n_base))
                 r, w = base.postings(b)
                 rows.append(r)
                 weights.append(w.astype(np.float64) * (n * ratio))
@@ -165,6 +165,11 @@ class SegmentedLexical:
         out = np.bincount(np.concatenate(rows), weights=np.concatenate(weights), minlength=info.n_ids)
         out[info.deleted] = 0.0
         return out.astype(np.float32)
+
+
+def _idf(df: int, n_docs: int) -> float:
+    """bm25_idf of one term, with the same float arithmetic."""
+    return float(bm25_idf(np.array([df], dtype=np.int64), n_docs)[0])
 
 
 def open_table(generation: Path) -> ChunkTable | SegmentedTable:
