@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +43,9 @@ __all__ = ["BuildOptions", "BuildReport", "build_index", "fill_vectors", "FillRe
 
 ProgressFn = Callable[[Progress], None]
 _RACY_NS = 2_000_000_000  # a file changed this close before a scan is read again by the next one
+# Text of changed files the first pass keeps for a delta re-index, so it need not walk the tree
+# again to read them (a walk of 54k files is about 2 s); past this, the second walk reads them.
+_KEEP_BYTES = 64 * 1024 * 1024
 StopFn = Callable[[], bool]
 
 
@@ -109,8 +112,9 @@ def build_index(
         skipped: Counter[str] = Counter()
         previous = _previous(store, root, options)
         listed: list[_Listed] | None = None
+        read: dict[str, SourceFile] | None = {}  # changed files the first pass read; None: too many kept
         if previous is not None:  # a first pass decides what to reuse; a fresh build needs none
-            listed = _fingerprints(root, index_dir, options, skipped, previous.manifest)
+            listed, read = _fingerprints(root, index_dir, options, skipped, previous.manifest)
             seconds["discover"] = time.perf_counter() - t
             on_progress(Progress("discover", len(listed), len(listed)))
             if not listed:
@@ -125,7 +129,7 @@ def build_index(
         with _writing(index_dir):
             tmp = store.new_generation()
             try:
-                delta = _try_delta(root, index_dir, tmp, previous, listed, options, on_progress)
+                delta = _try_delta(root, index_dir, tmp, previous, listed, read, options, on_progress)
                 if delta is not None:
                     files, reused, invalid, again = delta
                 else:
@@ -191,12 +195,13 @@ class _Listed:
 
 def _fingerprints(
     root: Path, index_dir: Path, options: BuildOptions, skipped: Counter[str], manifest: Manifest
-) -> list[_Listed]:
+) -> tuple[list[_Listed], dict[str, SourceFile] | None]:
     """Every selected file's path and content hash. A file whose size and mtime are those the
     previous build recorded keeps its recorded hash unread, as git's index does, provided its
     mtime is older than that build's scan by more than `_RACY_NS`: an edit made after the file
     was read then necessarily moved its mtime (file times tick coarsely, so a file changed in the
-    same tick as it was read could otherwise look unchanged). Other files are read, one at a time."""
+    same tick as it was read could otherwise look unchanged). Other files are read, one at a time;
+    those that changed are returned too, up to `_KEEP_BYTES` of text (else None)."""
     old = manifest.files
     started = manifest.stats.get("scan_started_ns")
     invalid = set(_paths(manifest.stats.get("invalid_utf8_files")))
@@ -207,12 +212,20 @@ def _fingerprints(
         return not (trusted and e is not None and e.size == f.size and e.mtime_ns == f.mtime_ns)
 
     listed = []
+    read: dict[str, SourceFile] | None = {}
+    kept = 0
     for f in iter_listed(root, options.selection, (Path(index_dir),), skipped, must_read):
         if isinstance(f, Listing):
             listed.append(_Listed(f.path, old[f.path].sha, f.size, f.mtime_ns, f.path in invalid))
-        else:
-            listed.append(_Listed(f.path, f.sha, f.size, f.mtime_ns, f.invalid_utf8))
-    return listed
+            continue
+        listed.append(_Listed(f.path, f.sha, f.size, f.mtime_ns, f.invalid_utf8))
+        if read is not None and ((e := old.get(f.path)) is None or e.sha != f.sha):
+            kept += len(f.text)
+            if kept > _KEEP_BYTES:
+                read = None
+            else:
+                read[f.path] = f
+    return listed, read
 
 
 def _paths(value: object) -> list[str]:
@@ -309,6 +322,7 @@ def _try_delta(
     tmp: Path,
     previous: _Previous | None,
     listed: list[_Listed] | None,
+    read: dict[str, SourceFile] | None,
     options: BuildOptions,
     on_progress: ProgressFn,
 ) -> tuple[dict[str, FileEntry], int, list[str], Counter[str]] | None:
@@ -319,9 +333,14 @@ def _try_delta(
         return None
     old = previous.manifest.files
     kept = [f.path for f in listed if (e := old.get(f.path)) is not None and e.sha == f.sha]
-    deleted = deleted_base(previous.manifest, previous.n_base, kept)
+    kept_set = set(kept)
+    deleted = deleted_base(previous.manifest, previous.segments, kept_set)
     skipped: Counter[str] = Counter()
-    items = _plan(root, index_dir, options, old, listed, skipped)
+    items: Iterable[_Listed | SourceFile]
+    if read is not None:  # the first pass read every changed file: no second walk
+        items = (f if f.path in kept_set else read[f.path] for f in listed)
+    else:
+        items = _plan(root, index_dir, options, old, listed, skipped)
     result: DeltaResult | None = write_delta(
         tmp, previous.path, previous.manifest, previous.corpus, previous.segments, items, deleted,
         options.chunking(), options.max_delta, on_progress,

@@ -68,14 +68,15 @@ def in_base(entry: FileEntry, n_base: int) -> bool:
     return entry.first_chunk + entry.n_chunks <= n_base
 
 
-def deleted_base(manifest: Manifest, n_base: int, kept: Iterable[str]) -> np.ndarray:
-    """Sorted base ids that no kept file points to: the deletion mask of the next generation."""
-    live = np.zeros(n_base, dtype=bool)
-    for path in kept:
-        e = manifest.files[path]
-        if in_base(e, n_base):
-            live[e.first_chunk : e.first_chunk + e.n_chunks] = True
-    return np.flatnonzero(~live)
+def deleted_base(manifest: Manifest, info: SegmentInfo | None, kept: set[str]) -> np.ndarray:
+    """Sorted base ids that no kept file points to: the deletion mask of the next generation.
+    The base ids still live are exactly those of the previous generation's base files, so the
+    mask grows by the base files not kept (a few) and only those are looked at."""
+    n_base = info.n_base if info is not None else manifest.chunks
+    gone = [manifest.files[p] for p in manifest.files.keys() - kept]
+    ranges = [np.arange(e.first_chunk, e.first_chunk + e.n_chunks) for e in gone if in_base(e, n_base)]
+    before = [info.deleted] if info is not None else []
+    return np.unique(np.concatenate([*before, *ranges, np.zeros(0, dtype=np.int64)])).astype(np.int64)
 
 
 def write_delta(
@@ -108,27 +109,28 @@ def write_delta(
     reused = 0
     try:
         for n, item in enumerate(items, 1):
+            if n % 500 == 0:
+                on_progress(Progress("chunk", n, n))
             first = rows.count
             if isinstance(item, SourceFile):
                 extra = path_terms(item.path)
                 for c in chunk_file(item, chunking["target_tokens"], chunking["max_tokens"], chunking["overlap_lines"]):
                     rows.add(c)
                     docs.append(term_ids(terms(c.text) + extra, lookup, vocab))
-                count = rows.count - first
+                entry = FileEntry(item.sha, item.size, item.mtime_ns, first, rows.count - first)
             else:
                 e = manifest.files[item.path]
-                reused += (count := e.n_chunks)
-                if in_base(e, n_base):
-                    first = e.first_chunk
-                else:
+                reused += e.n_chunks
+                if not in_base(e, n_base):
                     assert old_corpus is not None  # a file outside the base is in the previous delta
-                    rows.copy(e.first_chunk, count)
-                    docs += [old_corpus.doc(j - n_base) for j in range(e.first_chunk, e.first_chunk + count)]
-            entries[item.path] = FileEntry(item.sha, item.size, item.mtime_ns, first, count)
+                    rows.copy(e.first_chunk, e.n_chunks)
+                    docs += [old_corpus.doc(j - n_base) for j in range(e.first_chunk, e.first_chunk + e.n_chunks)]
+                    e = FileEntry(e.sha, e.size, e.mtime_ns, first, e.n_chunks)
+                same = (e.size, e.mtime_ns) == (item.size, item.mtime_ns)  # the usual case: no new object
+                entry = e if same else FileEntry(item.sha, item.size, item.mtime_ns, e.first_chunk, e.n_chunks)
+            entries[item.path] = entry
             if item.invalid_utf8:
                 invalid.append(item.path)
-            if n % 500 == 0:
-                on_progress(Progress("chunk", n, n))
     finally:
         rows.close()
     on_progress(Progress("chunk", len(entries), len(entries)))
