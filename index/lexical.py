@@ -186,6 +186,11 @@ class LexicalIndex:
         """Documents containing the term: one posting each."""
         return int(self._indptr[term_id + 1] - self._indptr[term_id])
 
+    def dfs(self, term_ids: np.ndarray) -> np.ndarray:
+        """`df` of many terms at once."""
+        counts: np.ndarray = (self._indptr[term_ids + 1] - self._indptr[term_ids]).astype(np.int64)
+        return counts
+
     def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
         """(documents, weights) of one term's column."""
         lo, hi = self._indptr[term_id], self._indptr[term_id + 1]

@@ -135,28 +135,38 @@ class SegmentedLexical:
             raise CorruptIndex(f"deletion statistics in {generation} are unreadable ({exc})") from exc
         self.n_docs = info.n_ids  # length of a score array: every chunk id, holes included
 
-    def _deleted_df(self, term: int) -> int:
-        at = int(np.searchsorted(self._del_terms, term))
-        return int(self._del_counts[at]) if at < len(self._del_terms) and self._del_terms[at] == term else 0
+    def _idf_ratios(self, base_ids: np.ndarray, df_delta: np.ndarray) -> np.ndarray:
+        """idf_live / idf_base of base terms, df_live = df_base - df(deleted) + df(delta)."""
+        info = self.info
+        df_base = self.base.dfs(base_ids)
+        at = np.minimum(np.searchsorted(self._del_terms, base_ids), max(len(self._del_terms) - 1, 0))
+        gone = np.where(self._del_terms[at] == base_ids, self._del_counts[at], 0) if len(self._del_terms) else 0
+        ratios: np.ndarray = bm25_idf(df_base - gone + df_delta, info.n_live) / bm25_idf(df_base, info.n_base)
+        return ratios
 
     def scores(self, terms: Sequence[str]) -> np.ndarray:
         """Score of every chunk id; deleted ids score 0. As LexicalIndex.scores, each distinct
         term's posting slice is read once and weighted by its count (and here its idf ratio)."""
         counts = Counter(terms)
         base, delta, info = self.base, self.delta, self.info
-        found = [(base.term_id(t), delta.term_id(t), n) for t, n in counts.items()]
+        found: list[tuple[int | None, int | None, int]] = []
+        for t, n in counts.items():
+            b, d = base.term_id(t), delta.term_id(t)
+            if b is not None or d is not None:
+                found.append((b, d, n))
         found.sort(key=lambda f: -1 if f[0] is None else f[0])  # base postings in term order: a forward walk
+        in_base = [(b, d, n) for b, d, n in found if b is not None]
+        ratios = self._idf_ratios(np.array([b for b, _, _ in in_base], dtype=np.int64),
+                                  np.array([delta.df(d) if d is not None else 0 for _, d, _ in in_base], dtype=np.int64))
         rows: list[np.ndarray] = []
         weights: list[np.ndarray] = []
-        for b, d, n in found:
-            df_delta = delta.df(d) if d is not None else 0
-            if b is not None and (df_base := base.df(b)):
-                df_live = df_base - self._deleted_df(b) + df_delta
-                ratio = float(_idf(df_live, info.n_live) / _idf(df_base, info.n_base))
-                r, w = base.postings(b)
-                rows.append(r)
-                weights.append(w.astype(np.float64) * (n * ratio))
-            if d is not None and df_delta:
+        for (b, _, n), ratio in zip(in_base, ratios.tolist()):
+            assert b is not None
+            r, w = base.postings(b)
+            rows.append(r)
+            weights.append(w.astype(np.float64) * (n * ratio))
+        for _, d, n in found:
+            if d is not None:
                 r, w = delta.postings(d)
                 rows.append(r.astype(np.int64) + info.n_base)
                 weights.append(w.astype(np.float64) * n)
@@ -165,11 +175,6 @@ class SegmentedLexical:
         out = np.bincount(np.concatenate(rows), weights=np.concatenate(weights), minlength=info.n_ids)
         out[info.deleted] = 0.0
         return out.astype(np.float32)
-
-
-def _idf(df: int, n_docs: int) -> float:
-    """bm25_idf of one term, with the same float arithmetic."""
-    return float(bm25_idf(np.array([df], dtype=np.int64), n_docs)[0])
 
 
 def open_table(generation: Path) -> ChunkTable | SegmentedTable:

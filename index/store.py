@@ -10,10 +10,15 @@
         lexical/              BM25 matrix (bm25s) + term ids of every chunk
         vectors.faiss         dense vectors by chunk id; appears and grows after publication
         vectors.json          embedder id and dimension of vectors.faiss
+        segments.json         only in a delta generation (index/segments.py): then chunks.sqlite and
+        delta/                lexical/ are the base segment, hard links to the files of the
+                              generation that built it, and delta/ holds the chunks of the files
+                              changed since, with the base chunk ids they replace (deleted)
       g....tmp/               a generation being written; never read, removed by the next writer
 
 A writer builds a whole generation in a `.tmp` folder, fsyncs it, renames it into place and then
-replaces CURRENT. A reader resolves CURRENT once and only opens immutable files, so it never sees
+replaces CURRENT (a delta generation's hard-linked base files are never written, only linked).
+A reader resolves CURRENT once and only opens immutable files, so it never sees
 a half-written index, and a `kill -9` at any point leaves the previous generation answering.
 """
 
