@@ -148,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     engines = [("this", _ROOT)] + ([("reference", args.reference.resolve())] if args.reference else [])
     indexes = {"this": args.index, "reference": args.reference_index or args.index}
     statics = {name: args.work / name for name, _ in engines}
+    for folder in statics.values():
+        folder.mkdir(parents=True, exist_ok=True)
     result["static"] = {name: static_copy(indexes[name], statics[name], args.dense_every) for name, _ in engines}
     result["indexes"] = {name: str(indexes[name]) for name, _ in engines}
 
