@@ -31,7 +31,16 @@ from index.history import remove_history, update_history
 from index.lexical import TermCorpus
 from index.postings import LexicalWriter
 from index.segments import DELTA, SegmentInfo, load_segments, open_table
-from index.store import ChunkTable, ChunkWriter, FileEntry, IndexDir, Manifest, default_home
+from index.store import (
+    FORMAT_VERSION,
+    SEGMENTED_FORMAT,
+    ChunkTable,
+    ChunkWriter,
+    FileEntry,
+    IndexDir,
+    Manifest,
+    default_home,
+)
 from index.tokenize import path_terms, terms
 from index.types import Progress, Selection, SourceFile
 from index.vector import VectorIndex
@@ -157,6 +166,7 @@ def build_index(
                     chunks=n_chunks,
                     stats={"skipped": skips, "invalid_utf8": len(invalid), "invalid_utf8_files": invalid,
                            "scan_started_ns": started_ns},
+                    format_version=SEGMENTED_FORMAT if delta is not None else FORMAT_VERSION,
                 )
                 (tmp / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
                 gen = store.publish(tmp)

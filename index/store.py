@@ -41,6 +41,7 @@ from index.types import Chunk
 
 __all__ = [
     "FORMAT_VERSION",
+    "SEGMENTED_FORMAT",
     "FileEntry",
     "Manifest",
     "IndexDir",
@@ -52,6 +53,11 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# A delta generation (index/segments.py) says 2, so that a bridge that reads only single segments
+# refuses it with the one-line "rebuild" error instead of answering from its base alone; this
+# bridge reads both, and still writes 1 for a single segment.
+SEGMENTED_FORMAT = 2
+_READABLE = (FORMAT_VERSION, SEGMENTED_FORMAT)
 _CURRENT = "CURRENT"
 _MANIFEST = "manifest.json"
 _CHUNKS = "chunks.sqlite"
@@ -111,7 +117,7 @@ class Manifest:
         except ValueError as exc:
             raise CorruptIndex(f"index manifest {where} is damaged: run `bridge index --rebuild`") from exc
         version = data.get("format_version") if isinstance(data, dict) else None
-        if version != FORMAT_VERSION:
+        if version not in _READABLE:
             raise IncompatibleIndex(
                 f"index at {where.parent.parent} has format {version}, this bridge reads format "
                 f"{FORMAT_VERSION}: run `bridge index --rebuild`"

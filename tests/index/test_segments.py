@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -228,8 +227,25 @@ def test_vectors_fill_the_delta_and_never_hold_a_deleted_chunk(tree: Path, tmp_p
 def test_an_index_of_main_s_single_segment_format_opens_and_takes_a_delta(tree: Path, tmp_path: Path) -> None:
     build_index(tree, tmp_path / "idx", BuildOptions(embedder=None, max_delta=0))
     assert load_segments(IndexDir(tmp_path / "idx").current()) is None
-    shutil.copytree(tmp_path / "idx", tmp_path / "copy")
+    assert IndexDir(tmp_path / "idx").manifest().format_version == 1  # what a single-segment reader reads
     edit(tree)
     build_index(tree, tmp_path / "idx", LEXICAL)
     assert load_segments(IndexDir(tmp_path / "idx").current()) is not None
+    assert IndexDir(tmp_path / "idx").manifest().format_version == 2  # refused, with the fix, by such a reader
+    Searcher(tmp_path / "idx").verify()
     _assert_same(tmp_path / "idx", _full(tree, tmp_path / "full"))
+
+
+def test_a_file_system_without_hard_links_gets_a_single_segment(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_index(tree, tmp_path / "idx", LEXICAL)
+    edit(tree)
+
+    def no_links(*_: object) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr("index.delta.os.link", no_links)
+    build_index(tree, tmp_path / "idx", LEXICAL)
+    assert load_segments(IndexDir(tmp_path / "idx").current()) is None
+    assert Searcher(tmp_path / "idx").search("cache_token_refresh", k=1, mode="lexical").hits[0].path == "pkg1/mod_005.py"
