@@ -337,7 +337,7 @@ def _try_delta(
     on_progress: ProgressFn,
 ) -> tuple[dict[str, FileEntry], int, list[str], Counter[str]] | None:
     """The generation `tmp` as the previous base plus a delta (index/delta.py), or None when a
-    single segment is due: a first or forced build, a changed selection of chunking, or a delta
+    single segment is due: a first or forced build, a changed chunking, or a delta
     past `options.max_delta` of the base."""
     if previous is None or listed is None or options.max_delta <= 0:
         return None

@@ -158,21 +158,23 @@ class SegmentedLexical:
         in_base = [(b, d, n) for b, d, n in found if b is not None]
         ratios = self._idf_ratios(np.array([b for b, _, _ in in_base], dtype=np.int64),
                                   np.array([delta.df(d) if d is not None else 0 for _, d, _ in in_base], dtype=np.int64))
-        rows: list[np.ndarray] = []
-        weights: list[np.ndarray] = []
+        parts: list[tuple[np.ndarray, np.ndarray, float, int]] = []  # (documents, weights, factor, id offset)
         for (b, _, n), ratio in zip(in_base, ratios.tolist()):
             assert b is not None
-            r, w = base.postings(b)
-            rows.append(r)
-            weights.append(w.astype(np.float64) * (n * ratio))
-        for _, d, n in found:
-            if d is not None:
-                r, w = delta.postings(d)
-                rows.append(r.astype(np.int64) + info.n_base)
-                weights.append(w.astype(np.float64) * n)
-        if not rows:
+            parts.append((*base.postings(b), n * ratio, 0))
+        parts += [(*delta.postings(d), float(n), info.n_base) for _, d, n in found if d is not None]
+        if not parts:
             return np.zeros(info.n_ids, dtype=np.float32)
-        out = np.bincount(np.concatenate(rows), weights=np.concatenate(weights), minlength=info.n_ids)
+        # Scaled while copied into one buffer: the same passes over the postings as a plain concatenation.
+        total = sum(len(p[0]) for p in parts)
+        rows, weights = np.empty(total, dtype=np.int32), np.empty(total, dtype=np.float32)
+        at = 0
+        for r, w, factor, offset in parts:
+            end = at + len(r)
+            np.add(r, np.int32(offset), out=rows[at:end])
+            np.multiply(w, np.float32(factor), out=weights[at:end])
+            at = end
+        out = np.bincount(rows, weights=weights, minlength=info.n_ids)
         out[info.deleted] = 0.0
         return out.astype(np.float32)
 
