@@ -16,25 +16,33 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from index.changes import (
+    Listed,
+    Previous,
+    fingerprints,
+    ids_in_range,
+    invalid_count,
+    plan,
+    previous_generation,
+    selection_json,
+    unchanged,
+)
 from index.chunk import chunk_file
-from index.delta import MAX_FRACTION, DeltaResult, deleted_base, in_base, write_delta
-from index.discover import Listing, iter_files, iter_listed
-from index.errors import EmptyRepository, IndexingError, IndexWriteError
+from index.delta import MAX_FRACTION, DeltaResult, deleted_base, write_delta
+from index.errors import EmptyRepository, IndexWriteError
 from index.history import remove_history, update_history
-from index.lexical import TermCorpus
-from index.postings import LexicalWriter
-from index.segments import DELTA, SegmentInfo, load_segments, open_table
+from index.postings import LexicalWriter, ReusedSlices
+from index.segments import open_table
 from index.store import (
     FORMAT_VERSION,
     SEGMENTED_FORMAT,
-    ChunkTable,
     ChunkWriter,
     FileEntry,
     IndexDir,
@@ -51,10 +59,6 @@ if TYPE_CHECKING:
 __all__ = ["BuildOptions", "BuildReport", "build_index", "fill_vectors", "FillReport"]
 
 ProgressFn = Callable[[Progress], None]
-_RACY_NS = 2_000_000_000  # a file changed this close before a scan is read again by the next one
-# Text of changed files the first pass keeps for a delta re-index, so it need not walk the tree
-# again to read them (a walk of 54k files is about 2 s); past this, the second walk reads them.
-_KEEP_BYTES = 64 * 1024 * 1024
 StopFn = Callable[[], bool]
 
 
@@ -119,20 +123,20 @@ def build_index(
         store.prune()
         t = time.perf_counter()
         skipped: Counter[str] = Counter()
-        previous = _previous(store, root, options)
-        listed: list[_Listed] | None = None
+        previous = previous_generation(store, root, options.rebuild, options.chunking())
+        listed: list[Listed] | None = None
         read: dict[str, SourceFile] | None = {}  # changed files the first pass read; None: too many kept
         if previous is not None:  # a first pass decides what to reuse; a fresh build needs none
-            listed, read = _fingerprints(root, index_dir, options, skipped, previous.manifest)
+            listed, read = fingerprints(root, index_dir, options.selection, skipped, previous.manifest)
             seconds["discover"] = time.perf_counter() - t
             on_progress(Progress("discover", len(listed), len(listed)))
             if not listed:
                 raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
-            if _unchanged(previous.manifest, listed, options):
+            if unchanged(previous.manifest, listed, options.embedder, options.selection):
                 seconds["history"] = _update_history(root, index_dir, options)
                 return BuildReport(
                     str(index_dir), previous.path.name, False, len(listed), previous.manifest.chunks,
-                    previous.manifest.chunks, 0, dict(sorted(skipped.items())), _invalid(listed), seconds,
+                    previous.manifest.chunks, 0, dict(sorted(skipped.items())), invalid_count(listed), seconds,
                 )
         t = time.perf_counter()
         with _writing(index_dir):
@@ -145,7 +149,7 @@ def build_index(
                     if any(tmp.iterdir()):  # a declined delta's files: start the generation afresh
                         shutil.rmtree(tmp)
                         tmp.mkdir()
-                    if previous is not None and not _ids_in_range(previous.corpus):
+                    if previous is not None and not ids_in_range(previous.corpus):
                         previous = None  # a damaged base is not reused: rebuilt from the files
                     files, reused, invalid, again = _stream(root, index_dir, tmp, previous, listed, options, on_progress)
                 if not files:
@@ -161,7 +165,7 @@ def build_index(
                     built_at=datetime.now(UTC).isoformat(timespec="seconds"),
                     embedder=options.embedder,
                     chunking=options.chunking(),
-                    selection=_selection_json(options.selection),
+                    selection=selection_json(options.selection),
                     files=files,
                     chunks=n_chunks,
                     stats={"skipped": skips, "invalid_utf8": len(invalid), "invalid_utf8_files": invalid,
@@ -192,60 +196,6 @@ def _update_history(root: Path, index_dir: Path, options: BuildOptions) -> float
     return time.perf_counter() - t
 
 
-@dataclass(frozen=True)
-class _Listed:
-    """A selected file as the first pass saw it: enough to decide what to reuse."""
-
-    path: str
-    sha: str
-    size: int
-    mtime_ns: int
-    invalid_utf8: bool
-
-
-def _fingerprints(
-    root: Path, index_dir: Path, options: BuildOptions, skipped: Counter[str], manifest: Manifest
-) -> tuple[list[_Listed], dict[str, SourceFile] | None]:
-    """Every selected file's path and content hash. A file whose size and mtime are those the
-    previous build recorded keeps its recorded hash unread, as git's index does, provided its
-    mtime is older than that build's scan by more than `_RACY_NS`: an edit made after the file
-    was read then necessarily moved its mtime (file times tick coarsely, so a file changed in the
-    same tick as it was read could otherwise look unchanged). Other files are read, one at a time;
-    those that changed are returned too, up to `_KEEP_BYTES` of text (else None)."""
-    old = manifest.files
-    started = manifest.stats.get("scan_started_ns")
-    invalid = set(_paths(manifest.stats.get("invalid_utf8_files")))
-
-    def must_read(f: Listing) -> bool:
-        e = old.get(f.path)
-        trusted = isinstance(started, int) and f.mtime_ns < started - _RACY_NS
-        return not (trusted and e is not None and e.size == f.size and e.mtime_ns == f.mtime_ns)
-
-    listed = []
-    read: dict[str, SourceFile] | None = {}
-    kept = 0
-    for f in iter_listed(root, options.selection, (Path(index_dir),), skipped, must_read):
-        if isinstance(f, Listing):
-            listed.append(_Listed(f.path, old[f.path].sha, f.size, f.mtime_ns, f.path in invalid))
-            continue
-        listed.append(_Listed(f.path, f.sha, f.size, f.mtime_ns, f.invalid_utf8))
-        if read is not None and ((e := old.get(f.path)) is None or e.sha != f.sha):
-            kept += len(f.text)
-            if kept > _KEEP_BYTES:
-                read = None
-            else:
-                read[f.path] = f
-    return listed, read
-
-
-def _paths(value: object) -> list[str]:
-    return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
-
-
-def _invalid(listed: list[_Listed]) -> int:
-    return sum(f.invalid_utf8 for f in listed)
-
-
 @contextlib.contextmanager
 def _writing(index_dir: Path) -> Iterator[None]:
     """A failed write (disk full, file size limit, permissions) becomes one clear IndexWriteError."""
@@ -259,79 +209,12 @@ def _writing(index_dir: Path) -> Iterator[None]:
         ) from exc
 
 
-def _selection_json(selection: Selection) -> dict[str, object]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(selection).items()}
-
-
-@dataclass(frozen=True)
-class _Previous:
-    """The live generation, when its chunks and terms can be reused (the terms are mapped, not read)."""
-
-    path: Path
-    manifest: Manifest
-    corpus: TermCorpus  # the base segment's terms
-    segments: SegmentInfo | None  # None: a single-segment generation
-
-    @property
-    def n_base(self) -> int:
-        return self.segments.n_base if self.segments is not None else self.manifest.chunks
-
-    @property
-    def reusable(self) -> dict[str, FileEntry]:
-        """Files whose rows and terms a single-segment build copies: those in the base segment
-        (a delta's files are read again when a delta is compacted)."""
-        if self.segments is None:
-            return self.manifest.files
-        return {p: e for p, e in self.manifest.files.items() if in_base(e, self.n_base)}
-
-
-def _previous(store: IndexDir, root: Path, options: BuildOptions) -> _Previous | None:
-    """The live generation's chunks and terms when they can be reused, else None."""
-    if options.rebuild or not store.exists():
-        return None
-    try:
-        gen = store.current()
-        manifest = store.manifest(gen)
-        if manifest.chunking != options.chunking() or manifest.root != str(Path(root).resolve()):
-            return None
-        ChunkTable(gen).close()  # the table must be there to copy rows from
-        corpus = TermCorpus.load(gen / "lexical")
-        segments = load_segments(gen)
-        if segments is not None:
-            ChunkTable(gen / DELTA).close()
-            if len(TermCorpus.load(gen / DELTA / "lexical")) != segments.n_delta:
-                return None
-    except IndexingError:
-        return None  # a damaged or foreign index is simply rebuilt from scratch
-    n_base = segments.n_base if segments is not None else manifest.chunks
-    if len(corpus) != n_base:
-        return None
-    return _Previous(gen, manifest, corpus, segments)
-
-
-def _ids_in_range(corpus: TermCorpus) -> bool:
-    """Every stored term id names a vocabulary entry (a damaged file must not be reused)."""
-    if len(corpus.ids) == 0:
-        return True
-    ids = corpus.ids
-    step = 8_000_000  # a slice at a time: bounded memory on a mapped file
-    return all(ids[i : i + step].min() >= 0 and ids[i : i + step].max() < len(corpus.vocab) for i in range(0, len(ids), step))
-
-
-def _unchanged(manifest: Manifest, files: list[_Listed], options: BuildOptions) -> bool:
-    if manifest.embedder != options.embedder or manifest.selection != _selection_json(options.selection):
-        return False
-    if len(manifest.files) != len(files):
-        return False
-    return all((e := manifest.files.get(f.path)) is not None and e.sha == f.sha for f in files)
-
-
 def _try_delta(
     root: Path,
     index_dir: Path,
     tmp: Path,
-    previous: _Previous | None,
-    listed: list[_Listed] | None,
+    previous: Previous | None,
+    listed: list[Listed] | None,
     read: dict[str, SourceFile] | None,
     options: BuildOptions,
     on_progress: ProgressFn,
@@ -346,11 +229,11 @@ def _try_delta(
     kept_set = set(kept)
     deleted = deleted_base(previous.manifest, previous.segments, kept_set)
     skipped: Counter[str] = Counter()
-    items: Iterable[_Listed | SourceFile]
+    items: Iterable[Listed | SourceFile]
     if read is not None:  # the first pass read every changed file: no second walk
         items = (f if f.path in kept_set else read[f.path] for f in listed)
     else:
-        items = _plan(root, index_dir, options, old, listed, skipped)
+        items = plan(root, index_dir, options.selection, old, listed, skipped)
     result: DeltaResult | None = write_delta(
         tmp, previous.path, previous.manifest, previous.corpus, previous.segments, items, deleted,
         options.chunking(), options.max_delta, on_progress,
@@ -364,8 +247,8 @@ def _stream(
     root: Path,
     index_dir: Path,
     tmp: Path,
-    previous: _Previous | None,
-    listed: list[_Listed] | None,
+    previous: Previous | None,
+    listed: list[Listed] | None,
     options: BuildOptions,
     on_progress: ProgressFn,
 ) -> tuple[dict[str, FileEntry], int, list[str], Counter[str]]:
@@ -380,11 +263,11 @@ def _stream(
     reused = 0
     invalid: list[str] = []  # paths of files with invalid UTF-8, in path order
     skipped: Counter[str] = Counter()
-    run = _Reused(corpus, lexical) if corpus is not None else None
+    run = ReusedSlices(corpus, lexical) if corpus is not None else None
     try:
-        for n, item in enumerate(_plan(root, index_dir, options, old, listed, skipped), 1):
+        for n, item in enumerate(plan(root, index_dir, options.selection, old, listed, skipped), 1):
             first = chunks.count
-            if isinstance(item, _Listed):
+            if isinstance(item, Listed):
                 before = old[item.path]
                 assert run is not None
                 chunks.copy(before.first_chunk, before.n_chunks)
@@ -411,66 +294,6 @@ def _stream(
     on_progress(Progress("chunk", len(entries), len(entries)))
     lexical.finish()
     return entries, reused, invalid, skipped
-
-
-class _Reused:
-    """Consecutive reused documents handed to the lexical writer as one slice (up to a bound),
-    not file by file: a one-file re-index of 50k files made 50k small calls."""
-
-    def __init__(self, corpus: TermCorpus, lexical: LexicalWriter) -> None:
-        self.corpus, self.lexical = corpus, lexical
-        self.limit = lexical.run_postings  # term ids per slice: one sorted run's worth, bounded memory
-        self.first = self.n = 0
-
-    def add(self, first: int, n: int) -> None:
-        offsets = self.corpus.offsets
-        contiguous = self.n and first == self.first + self.n
-        if not contiguous or offsets[first + n] - offsets[self.first] > self.limit:
-            self.flush()
-            self.first = first
-        self.n += n
-
-    def flush(self) -> None:
-        if self.n:
-            span = self.corpus.offsets[self.first : self.first + self.n + 1]
-            self.lexical.add_ids(self.corpus.ids[span[0] : span[-1]], np.diff(span))
-        self.first = self.n = 0
-
-
-def _plan(
-    root: Path,
-    index_dir: Path,
-    options: BuildOptions,
-    old: dict[str, FileEntry],
-    listed: list[_Listed] | None,
-    skipped: Counter[str],
-) -> Iterator[_Listed | SourceFile]:
-    """Files in path order: a `_Listed` for a file to copy from the previous generation, a
-    `SourceFile` (read now) for one to chunk. Both passes list files in the same order, so the
-    files read now are merged with the first pass's list in one walk."""
-    if listed is None:
-        yield from iter_files(root, options.selection, (Path(index_dir),), skipped)
-        return
-    reuse = {f.path for f in listed if (e := old.get(f.path)) is not None and e.sha == f.sha}
-    fresh = iter_files(root, options.selection, (Path(index_dir),), skipped, skip=reuse)
-    pending = next(fresh, None)
-    for f in listed:
-        if f.path in reuse:
-            yield f
-            continue
-        while pending is not None and pending.path != f.path and pending.path not in reuse:
-            if pending.path < f.path:  # discover lists paths in plain string order
-                yield pending  # appeared since the first pass
-                pending = next(fresh, None)
-            else:
-                break
-        if pending is not None and pending.path == f.path:
-            yield pending
-            pending = next(fresh, None)
-        # else: gone since the first pass, like a file that vanishes while it is being listed
-    while pending is not None:
-        yield pending
-        pending = next(fresh, None)
 
 
 def fill_vectors(
