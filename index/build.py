@@ -3,8 +3,10 @@
 Work is reused by content: a file whose bytes did not change keeps its chunks and their BM25
 terms from the previous generation, and embeddings come from a cache keyed by (embedder id,
 chunk hash), so re-indexing after an edit re-chunks, re-tokenises and re-embeds only that file.
-BM25 itself is rebuilt whole each time, from the stored term ids (index/postings.py), in memory
-bounded by a batch: about a second per 100k chunks.
+A re-index writes a delta generation (index/delta.py): the previous base segment hard-linked,
+the changed files' chunks in a small delta, the base chunks they replace masked; only when the
+delta passes `max_delta` of the base (or on `rebuild`) is a single segment written, its BM25
+rebuilt whole from the stored term ids (index/postings.py) in memory bounded by a batch.
 """
 
 from __future__ import annotations
