@@ -127,9 +127,10 @@ def ensure_index(root: Path, index_dir: Path, embedder: str | None) -> None:
 
 def repo_files(index_dir: Path) -> list[tuple[str, str]]:
     """(path, text) of every indexed file, in path order, read from the index's own chunks."""
-    from index.store import ChunkTable, IndexDir
+    from index.segments import open_table
+    from index.store import IndexDir
 
-    table = ChunkTable(IndexDir(index_dir).current())
+    table = open_table(IndexDir(index_dir).current())  # a delta generation's live chunks too
     try:
         by_path: dict[str, dict[int, str]] = {}
         for chunk in table.all():

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
 OUT = ROOT / "bench" / "out"
 MIX = "search=0.6,read=0.3,list=0.1"
 
@@ -50,11 +50,13 @@ def _lexical_answers(index_dir: Path) -> list[list[tuple[str, int, int]]]:
             for q in lb.QUERIES[:10]]
 
 
-def _complete(root: Path, index_dir: Path) -> float:
+def _complete(root: Path, index_dir: Path, max_delta: float | None = None) -> float:
+    """Index and embed; `max_delta` 0 forces a single-segment build, None takes the default (a delta)."""
     from index.build import BuildOptions, build_index, fill_vectors
 
     t = time.perf_counter()
-    build_index(root, index_dir, BuildOptions(embedder="hash"))
+    options = BuildOptions(embedder="hash") if max_delta is None else BuildOptions(embedder="hash", max_delta=max_delta)
+    build_index(root, index_dir, options)
     fill_vectors(index_dir, batch_size=8)
     return time.perf_counter() - t
 
@@ -63,35 +65,44 @@ def _complete(root: Path, index_dir: Path) -> float:
 
 
 def section_kill(work: Path, args: argparse.Namespace) -> dict:
-    """The 20 kill points of tests/test_reliability_kill.py, on the stdlib copy (~10k chunks)."""
+    """The kill points of tests/test_reliability_kill.py, on the stdlib copy (~10k chunks): the 20
+    of a single-segment build, then the 14 of a delta re-index (index/delta.py)."""
+    import test_reliability_kill as kt
+
+    single = _kill_sweep(work / "single", kt.KILL_POINTS, 0.0)
+    return {**single, "delta": _kill_sweep(work / "delta", kt.DELTA_KILL_POINTS, None)}
+
+
+def _kill_sweep(work: Path, points: list[Any], max_delta: float | None) -> dict:
     import test_reliability_kill as kt
 
     corpus = lb.copy_corpus(work / "stdlib")
     pristine = work / "pristine"
-    _complete(corpus, pristine)
+    _complete(corpus, pristine, max_delta)
     _append(corpus / "json" / "__init__.py", "\n# generation two\n")
-    _complete(corpus, pristine)
+    _complete(corpus, pristine, max_delta)
     old = _lexical_answers(pristine)
     _append(corpus / "textwrap.py", "\ndef kill_sweep_marker():\n    return 'thread pool executor submit'\n")
     (corpus / "kill_sweep_new.py").write_text("def parse_a_url_into_components(url):\n    return url.split('/')\n")
     finished = work / "finished"
     shutil.copytree(pristine, finished)
-    _complete(corpus, finished)
+    _complete(corpus, finished, max_delta)
     new = _lexical_answers(finished)
     script = work / "worker.py"
     script.write_text(kt.WORKER)
+    worker_delta = str(kt.DELTA_OPTIONS.max_delta if max_delta is None else max_delta)
     rows = []
-    for kill in kt.KILL_POINTS:
+    for kill in points:
         index_dir = work / "index"
         shutil.rmtree(index_dir, ignore_errors=True)
         shutil.copytree(pristine, index_dir)
         t = time.perf_counter()
         done = subprocess.run([sys.executable, str(script), str(corpus), str(index_dir), kill.point, kill.when,
-                               str(kill.nth)], capture_output=True, text=True, timeout=600)
+                               str(kill.nth), worker_delta], capture_output=True, text=True, timeout=600)
         until_kill = time.perf_counter() - t
         evidence = bool(list(index_dir.glob(kill.evidence))) if kill.evidence else None
         answers = _lexical_answers(index_dir)
-        rerun = _complete(corpus, index_dir)
+        rerun = _complete(corpus, index_dir, max_delta)
         rows.append({
             "point": kill.name, "killed": done.returncode == -signal.SIGKILL, "seconds_to_kill": round(until_kill, 2),
             "evidence": evidence,
@@ -312,9 +323,16 @@ SECTIONS: dict[str, Callable[[Path, argparse.Namespace], dict]] = {
 
 
 def _md_kill(d: dict) -> list[str]:
-    lines = [f"{d['passed']}/{d['total']} kill points recovered (stdlib copy, {d['corpus_chunks']} chunks, hash "
-             f"embedder; the killed run re-indexes an edit of 2 files on top of the live index, as a watcher "
-             f"would); mean re-run to a complete index {d['rerun_s_mean']} s.", "",
+    lines = _md_kill_table(d, "single-segment build")
+    if "delta" in d:
+        lines += ["", *_md_kill_table(d["delta"], "delta re-index (base hard-linked, delta + deletion mask)")]
+    return lines
+
+
+def _md_kill_table(d: dict, path: str) -> list[str]:
+    lines = [f"{d['passed']}/{d['total']} kill points of a {path} recovered (stdlib copy, {d['corpus_chunks']} "
+             f"chunks, hash embedder; the killed run re-indexes an edit of 2 files on top of the live index, as a "
+             f"watcher would); mean re-run to a complete index {d['rerun_s_mean']} s.", "",
              "| kill point | killed after s | left what proves the point | index answering after the kill (expected) "
              "| re-run s | leftovers after it |",
              "|---|---|---|---|---|---|"]

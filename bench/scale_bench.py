@@ -170,7 +170,9 @@ def _one_file(source: Path, tree: Path, index_dir: Path, edit: Path) -> dict[str
         row["one_file_reindex_s"] = round(run.seconds, 1)
         row["one_file_reindex_cpu_s"] = round(run.cpu_s, 1)
         row["one_file_reindex_rss_mb"] = round(run.rss_mb)
-        row["one_file_reindex_new_chunks"] = json.loads(run.stdout)["build"]["new_chunks"]
+        build = json.loads(run.stdout)["build"]
+        row["one_file_reindex_new_chunks"] = build["new_chunks"]
+        row["one_file_reindex_phases_s"] = {k: round(v, 2) for k, v in build.get("seconds", {}).items()}
     finally:
         _replace(edit, original)
     return row

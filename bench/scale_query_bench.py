@@ -71,7 +71,8 @@ def static_copy(index: Path, target: Path, every: int) -> dict[str, Any]:
     manifest names the static embedder and whose vectors are those of every `every`-th chunk."""
     from index.build import _write_vectors
     from index.embed import load_embedder
-    from index.store import ChunkTable, IndexDir
+    from index.segments import open_table
+    from index.store import IndexDir
 
     store = IndexDir(index)
     gen = store.current()
@@ -84,16 +85,16 @@ def static_copy(index: Path, target: Path, every: int) -> dict[str, Any]:
     (dest / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     (target / "CURRENT").write_text(gen.name + "\n", encoding="utf-8")
     emb = load_embedder("static")
-    table = ChunkTable(dest)
+    table = open_table(dest)  # a delta generation: its two segments, no deleted chunk
     try:
-        ids = list(range(0, int(manifest["chunks"]), every))
-        rows = table.get(ids)
+        rows = table.get(list(range(0, int(manifest["chunks"]), every)))
+        ids = sorted(rows)
     finally:
         table.close()
     t0 = time.process_time()
     vectors = emb.encode([rows[i].text for i in ids], batch_size=256)
     embed_cpu = time.process_time() - t0
-    hashes = [""] * int(manifest["chunks"])
+    hashes = [""] * (max(ids, default=0) + 1)
     have: dict[str, np.ndarray] = {}
     for i, v in zip(ids, vectors):
         hashes[i] = f"sample-{i}"
@@ -113,6 +114,11 @@ def _run(source: Path, plan: list[tuple[str, str, str, list[str]]]) -> dict[str,
     return result
 
 
+def _same_hits(a: list[list[Any]], b: list[list[Any]]) -> bool:
+    return len(a) == len(b) and all(x[:3] == y[:3] and abs(x[3] - y[3]) <= 1e-4 * max(abs(y[3]), 1e-9)
+                                    for x, y in zip(a, b))
+
+
 def _stats(took: list[float], cpu: list[float]) -> dict[str, float]:
     ordered, spent = sorted(took), sorted(cpu)
     return {
@@ -126,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--index", type=Path, required=True, help="a lexical-only index folder")
     parser.add_argument("--questions", type=Path, required=True, help="SWE-bench-style questions (JSONL)")
     parser.add_argument("--reference", type=Path, help="checkout of the engine to compare with")
+    parser.add_argument("--reference-index", type=Path,
+                        help="the index the reference answers from (default: --index), e.g. a single-segment build "
+                             "of the same tree next to this engine's delta generation")
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--dense-every", type=int, default=12, help="embed every n-th chunk for the hybrid runs")
     parser.add_argument("--work", type=Path, default=_OUT / "scale_query", help="where the static copy is made")
@@ -136,19 +145,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     short = [" ".join(q.split()[:40]) for q in whole]
     args.work.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"index": str(args.index), "load_at_start": os.getloadavg()[0]}
-    result["static"] = static_copy(args.index, args.work, args.dense_every)
-    plan = [
-        ("lexical_40_words", str(args.index), "lexical", short),
-        ("lexical_whole", str(args.index), "lexical", whole),
-        ("hybrid_static_40_words", str(args.work), "hybrid", short),
-        ("hybrid_static_whole", str(args.work), "hybrid", whole),
-    ]
     engines = [("this", _ROOT)] + ([("reference", args.reference.resolve())] if args.reference else [])
-    raw = {name: _run(source, plan) for name, source in engines}
+    indexes = {"this": args.index, "reference": args.reference_index or args.index}
+    statics = {name: args.work / name for name, _ in engines}
+    for folder in statics.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    result["static"] = {name: static_copy(indexes[name], statics[name], args.dense_every) for name, _ in engines}
+    result["indexes"] = {name: str(indexes[name]) for name, _ in engines}
+
+    def plan(name: str) -> list[tuple[str, str, str, list[str]]]:
+        return [
+            ("lexical_40_words", str(indexes[name]), "lexical", short),
+            ("lexical_whole", str(indexes[name]), "lexical", whole),
+            ("hybrid_static_40_words", str(statics[name]), "hybrid", short),
+            ("hybrid_static_whole", str(statics[name]), "hybrid", whole),
+        ]
+
+    raw = {name: _run(source, plan(name)) for name, source in engines}
     result["engines"] = {
         name: {run: {**_stats(r["took_ms"], r["cpu_ms"]), "first_s": round(r["first_s"], 2)} for run, r in runs.items()}
         for name, runs in raw.items()
     }
+    if "reference" in raw:  # paths and lines alike; scores within 1e-4 (a delta's idf ratios round differently)
+        result["same_lexical_hits_1e-4"] = {
+            run: sum(_same_hits(a, b) for a, b in zip(raw["this"][run]["hits"], raw["reference"][run]["hits"]))
+            for run in ("lexical_40_words", "lexical_whole")
+        }
     if "reference" in raw:
         result["same_lexical_hits"] = {
             run: sum(a == b for a, b in zip(raw["this"][run]["hits"], raw["reference"][run]["hits"]))
@@ -160,10 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"static vectors: {result['static']}")
     for measure in ("p50_ms", "p95_ms", "cpu_p50_ms", "cpu_p95_ms"):
         print(f"{'warm ' + measure:<26}" + "".join(f"{e:>14}" for e in result["engines"]))
-        for run, *_ in plan:
+        for run, *_ in plan("this"):
             print(f"  {run:<24}" + "".join(f"{r[run][measure]!s:>14}" for r in result["engines"].values()))
     if "same_lexical_hits" in result:
-        print(f"same lexical hits as the reference (of {len(whole)}): {result['same_lexical_hits']}")
+        print(f"same lexical hits as the reference (of {len(whole)}): {result['same_lexical_hits']}; "
+              f"scores within 1e-4: {result['same_lexical_hits_1e-4']}")
     command = " ".join(["python -m bench.scale_query_bench", *(argv if argv is not None else sys.argv[1:])])
     print(f"wrote {args.out}\nreproduce (from the repository root): {command}")
     return 0

@@ -3,8 +3,10 @@
 Work is reused by content: a file whose bytes did not change keeps its chunks and their BM25
 terms from the previous generation, and embeddings come from a cache keyed by (embedder id,
 chunk hash), so re-indexing after an edit re-chunks, re-tokenises and re-embeds only that file.
-BM25 itself is rebuilt whole each time, from the stored term ids (index/postings.py), in memory
-bounded by a batch: about a second per 100k chunks.
+A re-index writes a delta generation (index/delta.py): the previous base segment hard-linked,
+the changed files' chunks in a small delta, the base chunks they replace masked; only when the
+delta passes `max_delta` of the base (or on `rebuild`) is a single segment written, its BM25
+rebuilt whole from the stored term ids (index/postings.py) in memory bounded by a batch.
 """
 
 from __future__ import annotations
@@ -15,21 +17,40 @@ import shutil
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from index.changes import (
+    Listed,
+    Previous,
+    fingerprints,
+    ids_in_range,
+    invalid_count,
+    plan,
+    previous_generation,
+    selection_json,
+    unchanged,
+)
 from index.chunk import chunk_file
-from index.discover import Listing, iter_files, iter_listed
-from index.errors import EmptyRepository, IndexingError, IndexWriteError
+from index.delta import MAX_FRACTION, DeltaResult, deleted_base, write_delta
+from index.errors import EmptyRepository, IndexWriteError
 from index.history import remove_history, update_history
-from index.lexical import TermCorpus
-from index.postings import LexicalWriter
-from index.store import ChunkTable, ChunkWriter, FileEntry, IndexDir, Manifest, default_home
+from index.postings import LexicalWriter, ReusedSlices
+from index.segments import open_table
+from index.store import (
+    FORMAT_VERSION,
+    SEGMENTED_FORMAT,
+    ChunkWriter,
+    FileEntry,
+    IndexDir,
+    Manifest,
+    default_home,
+)
 from index.tokenize import path_terms, terms
 from index.types import Progress, Selection, SourceFile
 from index.vector import VectorIndex
@@ -40,7 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["BuildOptions", "BuildReport", "build_index", "fill_vectors", "FillReport"]
 
 ProgressFn = Callable[[Progress], None]
-_RACY_NS = 2_000_000_000  # a file changed this close before a scan is read again by the next one
 StopFn = Callable[[], bool]
 
 
@@ -52,6 +72,9 @@ class BuildOptions:
     overlap_lines: int = 3
     embedder: str | None = "minilm"  # spec for index.embed.load_embedder; None: lexical only
     rebuild: bool = False  # ignore the previous generation's chunks
+    # A re-index writes a delta segment over the previous base (index/delta.py) until the delta
+    # and the deleted chunks pass this share of the base; 0: always a single segment.
+    max_delta: float = MAX_FRACTION
     history: bool = True  # index the git history as evidence (index/history.py); off: none is kept
     lock_timeout: float = 10.0
 
@@ -102,25 +125,35 @@ def build_index(
         store.prune()
         t = time.perf_counter()
         skipped: Counter[str] = Counter()
-        previous = _previous(store, root, options)
-        listed: list[_Listed] | None = None
+        previous = previous_generation(store, root, options.rebuild, options.chunking())
+        listed: list[Listed] | None = None
+        read: dict[str, SourceFile] | None = {}  # changed files the first pass read; None: too many kept
         if previous is not None:  # a first pass decides what to reuse; a fresh build needs none
-            listed = _fingerprints(root, index_dir, options, skipped, previous.manifest)
+            listed, read = fingerprints(root, index_dir, options.selection, skipped, previous.manifest)
             seconds["discover"] = time.perf_counter() - t
             on_progress(Progress("discover", len(listed), len(listed)))
             if not listed:
                 raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
-            if _unchanged(previous.manifest, listed, options):
+            if unchanged(previous.manifest, listed, options.embedder, options.selection):
                 seconds["history"] = _update_history(root, index_dir, options)
                 return BuildReport(
                     str(index_dir), previous.path.name, False, len(listed), previous.manifest.chunks,
-                    previous.manifest.chunks, 0, dict(sorted(skipped.items())), _invalid(listed), seconds,
+                    previous.manifest.chunks, 0, dict(sorted(skipped.items())), invalid_count(listed), seconds,
                 )
         t = time.perf_counter()
         with _writing(index_dir):
             tmp = store.new_generation()
             try:
-                files, reused, invalid, again = _stream(root, index_dir, tmp, previous, listed, options, on_progress)
+                delta = _try_delta(root, index_dir, tmp, previous, listed, read, options, on_progress)
+                if delta is not None:
+                    files, reused, invalid, again = delta
+                else:
+                    if any(tmp.iterdir()):  # a declined delta's files: start the generation afresh
+                        shutil.rmtree(tmp)
+                        tmp.mkdir()
+                    if previous is not None and not ids_in_range(previous.corpus):
+                        previous = None  # a damaged base is not reused: rebuilt from the files
+                    files, reused, invalid, again = _stream(root, index_dir, tmp, previous, listed, options, on_progress)
                 if not files:
                     raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
                 # Both passes walk the same tree; a file that vanished in between counts once.
@@ -134,11 +167,12 @@ def build_index(
                     built_at=datetime.now(UTC).isoformat(timespec="seconds"),
                     embedder=options.embedder,
                     chunking=options.chunking(),
-                    selection=_selection_json(options.selection),
+                    selection=selection_json(options.selection),
                     files=files,
                     chunks=n_chunks,
                     stats={"skipped": skips, "invalid_utf8": len(invalid), "invalid_utf8_files": invalid,
                            "scan_started_ns": started_ns},
+                    format_version=SEGMENTED_FORMAT if delta is not None else FORMAT_VERSION,
                 )
                 (tmp / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
                 gen = store.publish(tmp)
@@ -164,51 +198,6 @@ def _update_history(root: Path, index_dir: Path, options: BuildOptions) -> float
     return time.perf_counter() - t
 
 
-@dataclass(frozen=True)
-class _Listed:
-    """A selected file as the first pass saw it: enough to decide what to reuse."""
-
-    path: str
-    sha: str
-    size: int
-    mtime_ns: int
-    invalid_utf8: bool
-
-
-def _fingerprints(
-    root: Path, index_dir: Path, options: BuildOptions, skipped: Counter[str], manifest: Manifest
-) -> list[_Listed]:
-    """Every selected file's path and content hash. A file whose size and mtime are those the
-    previous build recorded keeps its recorded hash unread, as git's index does, provided its
-    mtime is older than that build's scan by more than `_RACY_NS`: an edit made after the file
-    was read then necessarily moved its mtime (file times tick coarsely, so a file changed in the
-    same tick as it was read could otherwise look unchanged). Other files are read, one at a time."""
-    old = manifest.files
-    started = manifest.stats.get("scan_started_ns")
-    invalid = set(_paths(manifest.stats.get("invalid_utf8_files")))
-
-    def must_read(f: Listing) -> bool:
-        e = old.get(f.path)
-        trusted = isinstance(started, int) and f.mtime_ns < started - _RACY_NS
-        return not (trusted and e is not None and e.size == f.size and e.mtime_ns == f.mtime_ns)
-
-    listed = []
-    for f in iter_listed(root, options.selection, (Path(index_dir),), skipped, must_read):
-        if isinstance(f, Listing):
-            listed.append(_Listed(f.path, old[f.path].sha, f.size, f.mtime_ns, f.path in invalid))
-        else:
-            listed.append(_Listed(f.path, f.sha, f.size, f.mtime_ns, f.invalid_utf8))
-    return listed
-
-
-def _paths(value: object) -> list[str]:
-    return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
-
-
-def _invalid(listed: list[_Listed]) -> int:
-    return sum(f.invalid_utf8 for f in listed)
-
-
 @contextlib.contextmanager
 def _writing(index_dir: Path) -> Iterator[None]:
     """A failed write (disk full, file size limit, permissions) becomes one clear IndexWriteError."""
@@ -222,67 +211,53 @@ def _writing(index_dir: Path) -> Iterator[None]:
         ) from exc
 
 
-def _selection_json(selection: Selection) -> dict[str, object]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(selection).items()}
-
-
-@dataclass(frozen=True)
-class _Previous:
-    """The live generation, when its chunks and terms can be reused (the terms are mapped, not read)."""
-
-    path: Path
-    manifest: Manifest
-    corpus: TermCorpus
-
-
-def _previous(store: IndexDir, root: Path, options: BuildOptions) -> _Previous | None:
-    """The live generation's chunks and terms when they can be reused, else None."""
-    if options.rebuild or not store.exists():
+def _try_delta(
+    root: Path,
+    index_dir: Path,
+    tmp: Path,
+    previous: Previous | None,
+    listed: list[Listed] | None,
+    read: dict[str, SourceFile] | None,
+    options: BuildOptions,
+    on_progress: ProgressFn,
+) -> tuple[dict[str, FileEntry], int, list[str], Counter[str]] | None:
+    """The generation `tmp` as the previous base plus a delta (index/delta.py), or None when a
+    single segment is due: a first or forced build, a changed chunking, or a delta
+    past `options.max_delta` of the base."""
+    if previous is None or listed is None or options.max_delta <= 0:
         return None
-    try:
-        gen = store.current()
-        manifest = store.manifest(gen)
-        if manifest.chunking != options.chunking() or manifest.root != str(Path(root).resolve()):
-            return None
-        ChunkTable(gen).close()  # the table must be there to copy rows from
-        corpus = TermCorpus.load(gen / "lexical")
-    except IndexingError:
-        return None  # a damaged or foreign index is simply rebuilt from scratch
-    if len(corpus) != manifest.chunks or not _ids_in_range(corpus):
+    old = previous.manifest.files
+    kept = [f.path for f in listed if (e := old.get(f.path)) is not None and e.sha == f.sha]
+    kept_set = set(kept)
+    deleted = deleted_base(previous.manifest, previous.segments, kept_set)
+    skipped: Counter[str] = Counter()
+    items: Iterable[Listed | SourceFile]
+    if read is not None:  # the first pass read every changed file: no second walk
+        items = (f if f.path in kept_set else read[f.path] for f in listed)
+    else:
+        items = plan(root, index_dir, options.selection, old, listed, skipped)
+    result: DeltaResult | None = write_delta(
+        tmp, previous.path, previous.manifest, previous.corpus, previous.segments, items, deleted,
+        options.chunking(), options.max_delta, on_progress,
+    )
+    if result is None:
         return None
-    return _Previous(gen, manifest, corpus)
-
-
-def _ids_in_range(corpus: TermCorpus) -> bool:
-    """Every stored term id names a vocabulary entry (a damaged file must not be reused)."""
-    if len(corpus.ids) == 0:
-        return True
-    ids = corpus.ids
-    step = 8_000_000  # a slice at a time: bounded memory on a mapped file
-    return all(ids[i : i + step].min() >= 0 and ids[i : i + step].max() < len(corpus.vocab) for i in range(0, len(ids), step))
-
-
-def _unchanged(manifest: Manifest, files: list[_Listed], options: BuildOptions) -> bool:
-    if manifest.embedder != options.embedder or manifest.selection != _selection_json(options.selection):
-        return False
-    if len(manifest.files) != len(files):
-        return False
-    return all((e := manifest.files.get(f.path)) is not None and e.sha == f.sha for f in files)
+    return result.entries, result.reused, result.invalid, skipped
 
 
 def _stream(
     root: Path,
     index_dir: Path,
     tmp: Path,
-    previous: _Previous | None,
-    listed: list[_Listed] | None,
+    previous: Previous | None,
+    listed: list[Listed] | None,
     options: BuildOptions,
     on_progress: ProgressFn,
 ) -> tuple[dict[str, FileEntry], int, list[str], Counter[str]]:
     """Chunk and tokenise every file into the generation `tmp`, reusing unchanged files' rows and
     term ids from `previous`; only new and changed files are read (again). Returns the files'
     entries, the reused chunk count, the files with invalid UTF-8 and the skips."""
-    old = previous.manifest.files if previous else {}
+    old = previous.reusable if previous else {}
     corpus = previous.corpus if previous else None
     lexical = LexicalWriter(tmp / "lexical", corpus.vocab if corpus else ())
     chunks = ChunkWriter(tmp, previous.path if previous else None)
@@ -290,11 +265,11 @@ def _stream(
     reused = 0
     invalid: list[str] = []  # paths of files with invalid UTF-8, in path order
     skipped: Counter[str] = Counter()
-    run = _Reused(corpus, lexical) if corpus is not None else None
+    run = ReusedSlices(corpus, lexical) if corpus is not None else None
     try:
-        for n, item in enumerate(_plan(root, index_dir, options, old, listed, skipped), 1):
+        for n, item in enumerate(plan(root, index_dir, options.selection, old, listed, skipped), 1):
             first = chunks.count
-            if isinstance(item, _Listed):
+            if isinstance(item, Listed):
                 before = old[item.path]
                 assert run is not None
                 chunks.copy(before.first_chunk, before.n_chunks)
@@ -321,66 +296,6 @@ def _stream(
     on_progress(Progress("chunk", len(entries), len(entries)))
     lexical.finish()
     return entries, reused, invalid, skipped
-
-
-class _Reused:
-    """Consecutive reused documents handed to the lexical writer as one slice (up to a bound),
-    not file by file: a one-file re-index of 50k files made 50k small calls."""
-
-    def __init__(self, corpus: TermCorpus, lexical: LexicalWriter) -> None:
-        self.corpus, self.lexical = corpus, lexical
-        self.limit = lexical.run_postings  # term ids per slice: one sorted run's worth, bounded memory
-        self.first = self.n = 0
-
-    def add(self, first: int, n: int) -> None:
-        offsets = self.corpus.offsets
-        contiguous = self.n and first == self.first + self.n
-        if not contiguous or offsets[first + n] - offsets[self.first] > self.limit:
-            self.flush()
-            self.first = first
-        self.n += n
-
-    def flush(self) -> None:
-        if self.n:
-            span = self.corpus.offsets[self.first : self.first + self.n + 1]
-            self.lexical.add_ids(self.corpus.ids[span[0] : span[-1]], np.diff(span))
-        self.first = self.n = 0
-
-
-def _plan(
-    root: Path,
-    index_dir: Path,
-    options: BuildOptions,
-    old: dict[str, FileEntry],
-    listed: list[_Listed] | None,
-    skipped: Counter[str],
-) -> Iterator[_Listed | SourceFile]:
-    """Files in path order: a `_Listed` for a file to copy from the previous generation, a
-    `SourceFile` (read now) for one to chunk. Both passes list files in the same order, so the
-    files read now are merged with the first pass's list in one walk."""
-    if listed is None:
-        yield from iter_files(root, options.selection, (Path(index_dir),), skipped)
-        return
-    reuse = {f.path for f in listed if (e := old.get(f.path)) is not None and e.sha == f.sha}
-    fresh = iter_files(root, options.selection, (Path(index_dir),), skipped, skip=reuse)
-    pending = next(fresh, None)
-    for f in listed:
-        if f.path in reuse:
-            yield f
-            continue
-        while pending is not None and pending.path != f.path and pending.path not in reuse:
-            if pending.path < f.path:  # discover lists paths in plain string order
-                yield pending  # appeared since the first pass
-                pending = next(fresh, None)
-            else:
-                break
-        if pending is not None and pending.path == f.path:
-            yield pending
-            pending = next(fresh, None)
-        # else: gone since the first pass, like a file that vanishes while it is being listed
-    while pending is not None:
-        yield pending
-        pending = next(fresh, None)
 
 
 def fill_vectors(
@@ -421,11 +336,13 @@ def fill_vectors(
     prepare = getattr(emb, "query_model", None)
     if callable(prepare):
         prepare()  # export the torch-free query model now, so the first search does not pay for it
-    table = ChunkTable(gen)
+    table = open_table(gen)
     try:
-        chunks = table.all()
+        items = table.items()
     finally:
         table.close()
+    chunks = [c for _, c in items]
+    ids = np.fromiter((i for i, _ in items), dtype=np.int64, count=len(items))
     hashes = [c.hash for c in chunks]
     cache = EmbeddingCache(cache_path or store.embeddings_path)
     superseded = False
@@ -436,7 +353,7 @@ def fill_vectors(
             if store.current() != gen:
                 superseded = True
                 return 0
-            return _write_vectors(gen, emb, hashes, have)
+            return _write_vectors(gen, emb, hashes, have, ids)
 
     with _writing(index_dir):
         try:
@@ -462,9 +379,14 @@ def fill_vectors(
     return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks))
 
 
-def _write_vectors(gen: Path, emb: Embedder, hashes: list[str], have: dict[str, np.ndarray]) -> int:
-    ids = np.array([i for i, h in enumerate(hashes) if h in have], dtype=np.int64)
-    vectors = np.stack([have[hashes[i]] for i in ids]) if len(ids) else np.zeros((0, emb.dim), np.float32)
+def _write_vectors(
+    gen: Path, emb: Embedder, hashes: list[str], have: dict[str, np.ndarray], chunk_ids: np.ndarray | None = None
+) -> int:
+    """Vectors of the chunks embedded so far, by chunk id: `chunk_ids[j]` is the id of `hashes[j]`
+    (default: j; a delta generation's ids have holes where its deleted chunks were)."""
+    at = [j for j, h in enumerate(hashes) if h in have]
+    ids = np.asarray(at, dtype=np.int64) if chunk_ids is None else chunk_ids[at] if at else np.zeros(0, dtype=np.int64)
+    vectors = np.stack([have[hashes[j]] for j in at]) if at else np.zeros((0, emb.dim), np.float32)
     meta = gen / "vectors.json"
     tmp = meta.with_name("vectors.json.tmp")
     tmp.write_text(json.dumps({"embedder_id": emb.id, "dim": emb.dim}))

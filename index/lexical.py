@@ -179,6 +179,23 @@ class LexicalIndex:
         data, rows, indptr = arrays
         return LexicalIndex(data, rows, indptr, vocab, n_docs)
 
+    def term_id(self, term: str) -> int | None:
+        return self._vocab.get(term)
+
+    def df(self, term_id: int) -> int:
+        """Documents containing the term: one posting each."""
+        return int(self._indptr[term_id + 1] - self._indptr[term_id])
+
+    def dfs(self, term_ids: np.ndarray) -> np.ndarray:
+        """`df` of many terms at once."""
+        counts: np.ndarray = (self._indptr[term_ids + 1] - self._indptr[term_ids]).astype(np.int64)
+        return counts
+
+    def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """(documents, weights) of one term's column."""
+        lo, hi = self._indptr[term_id], self._indptr[term_id + 1]
+        return self._rows[lo:hi], self._data[lo:hi]
+
     def scores(self, terms: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for these query terms (a repeated term counts again).
 

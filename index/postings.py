@@ -26,9 +26,9 @@ from typing import BinaryIO, Self
 import numpy as np
 
 from index.errors import IndexingError
-from index.lexical import K1, TERM_IDS, TERM_OFFSETS, B, bm25_idf, bm25_weights, term_ids
+from index.lexical import K1, TERM_IDS, TERM_OFFSETS, B, TermCorpus, bm25_idf, bm25_weights, term_ids
 
-__all__ = ["LexicalWriter"]
+__all__ = ["LexicalWriter", "ReusedSlices"]
 
 _RUN_POSTINGS = 4_000_000  # occurrences per run: ~100 MB of sort work, a few hundred KB per run file
 _BLOCK_POSTINGS = 8_000_000  # postings merged at once by `finish`
@@ -177,6 +177,30 @@ class LexicalWriter:
     def _run_cuts(stem: Path, bounds: np.ndarray) -> np.ndarray:
         terms = np.fromfile(f"{stem}.terms", dtype=np.int32)
         return np.searchsorted(terms, bounds, side="left")
+
+
+class ReusedSlices:
+    """Consecutive reused documents handed to the lexical writer as one slice (up to a bound),
+    not file by file: a one-file re-index of 50k files made 50k small calls."""
+
+    def __init__(self, corpus: TermCorpus, lexical: LexicalWriter) -> None:
+        self.corpus, self.lexical = corpus, lexical
+        self.limit = lexical.run_postings  # term ids per slice: one sorted run's worth, bounded memory
+        self.first = self.n = 0
+
+    def add(self, first: int, n: int) -> None:
+        offsets = self.corpus.offsets
+        contiguous = self.n and first == self.first + self.n
+        if not contiguous or offsets[first + n] - offsets[self.first] > self.limit:
+            self.flush()
+            self.first = first
+        self.n += n
+
+    def flush(self) -> None:
+        if self.n:
+            span = self.corpus.offsets[self.first : self.first + self.n + 1]
+            self.lexical.add_ids(self.corpus.ids[span[0] : span[-1]], np.diff(span))
+        self.first = self.n = 0
 
 
 def _term_blocks(df: np.ndarray, postings: int) -> np.ndarray:

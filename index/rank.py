@@ -159,11 +159,14 @@ class FileEvidence:
 
     def __init__(
         self, paths: Sequence[str], first_chunk: np.ndarray, n_chunks: np.ndarray,
-        symbols: Callable[[], list[tuple[int, str]]],
+        symbols: Callable[[], list[tuple[int, str]]], n_ids: int | None = None,
     ) -> None:
         self.paths = tuple(paths)
         self.first_chunk, self.n_chunks = first_chunk, n_chunks
-        self.chunk_file = np.zeros(int(n_chunks.sum()), dtype=np.int64)  # file number of every chunk id
+        # File number of every chunk id. A delta generation (index/segments.py) has `n_ids` ids,
+        # its deleted chunks holes that no ranking holds, so the 0 they map to is never read.
+        size = int(n_chunks.sum()) if n_ids is None else n_ids
+        self.chunk_file = np.zeros(size, dtype=np.int64)
         for i, (first, n) in enumerate(zip(first_chunk.tolist(), n_chunks.tolist())):
             self.chunk_file[first : first + n] = i
         # Chunk ids run file after file, so a file's chunks are one slice: per-file maxima and sums

@@ -182,7 +182,10 @@ class Searcher:
         """Read a little of every file a search opens, so damage shows now and not in a later search."""
         gen = self._gen
         assert gen is not None
-        ids = sorted({0, gen.manifest.chunks - 1}) if gen.manifest.chunks else []
+        files = gen.files
+        sliced = files.n_chunks > 0  # a delta generation's ids have holes: its first and last live ids
+        firsts, ends = files.first_chunk[sliced], files.first_chunk[sliced] + files.n_chunks[sliced]
+        ids = sorted({int(firsts.min()), int(ends.max()) - 1}) if len(firsts) else []
         if len(gen.chunks(ids)) != len(ids):
             raise CorruptIndex(f"index at {self.store.location} lost chunk rows: run `bridge index --rebuild`")
         if gen.vectors() is not None:

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from index.errors import CorruptIndex
-from index.lexical import LexicalIndex
 from index.rank import FileEvidence
-from index.store import ChunkTable, IndexDir, Manifest
+from index.segments import open_lexical, open_table
+from index.store import IndexDir, Manifest
 from index.types import Chunk
 from index.vector import VectorIndex
 
@@ -68,14 +68,16 @@ class Store(Protocol):
     def open(self, name: str) -> Generation: ...
 
 
-def file_evidence(manifest: Manifest, symbols: Any) -> tuple[FileEvidence, np.ndarray]:
-    """The file tables of a manifest and the path of every chunk id."""
+def file_evidence(manifest: Manifest, symbols: Any, n_ids: int | None = None) -> tuple[FileEvidence, np.ndarray]:
+    """The file tables of a manifest and the path of every chunk id (`n_ids`: the length of the
+    id space when it has holes, as a delta generation's does)."""
     entries = manifest.files.values()
     files = FileEvidence(
         list(manifest.files),
         np.fromiter((e.first_chunk for e in entries), dtype=np.int64, count=len(entries)),
         np.fromiter((e.n_chunks for e in entries), dtype=np.int64, count=len(entries)),
         symbols,
+        n_ids,
     )
     paths = np.asarray(files.paths, dtype=object)[files.chunk_file] if files.paths else np.empty(0, dtype=object)
     return files, paths
@@ -100,9 +102,9 @@ class LocalGeneration:
         self.path = path
         self.name = path.name
         self.manifest = manifest
-        self.table = ChunkTable(path)
-        self.lexical = LexicalIndex.load(path / "lexical")
-        self.files, self.paths = file_evidence(manifest, self.table.symbols)
+        self.table = open_table(path)  # a delta generation's two segments read as one (index/segments.py)
+        self.lexical = open_lexical(path)
+        self.files, self.paths = file_evidence(manifest, self.table.symbols, self.lexical.n_docs)
         self._lock = threading.Lock()
         self._vectors: tuple[int, VectorIndex] | None = None
 

@@ -10,10 +10,15 @@
         lexical/              BM25 matrix (bm25s) + term ids of every chunk
         vectors.faiss         dense vectors by chunk id; appears and grows after publication
         vectors.json          embedder id and dimension of vectors.faiss
+        segments.json         only in a delta generation (index/segments.py): then chunks.sqlite and
+        delta/                lexical/ are the base segment, hard links to the files of the
+                              generation that built it, and delta/ holds the chunks of the files
+                              changed since, with the base chunk ids they replace (deleted)
       g....tmp/               a generation being written; never read, removed by the next writer
 
 A writer builds a whole generation in a `.tmp` folder, fsyncs it, renames it into place and then
-replaces CURRENT. A reader resolves CURRENT once and only opens immutable files, so it never sees
+replaces CURRENT (a delta generation's hard-linked base files are never written, only linked).
+A reader resolves CURRENT once and only opens immutable files, so it never sees
 a half-written index, and a `kill -9` at any point leaves the previous generation answering.
 """
 
@@ -36,6 +41,7 @@ from index.types import Chunk
 
 __all__ = [
     "FORMAT_VERSION",
+    "SEGMENTED_FORMAT",
     "FileEntry",
     "Manifest",
     "IndexDir",
@@ -47,6 +53,11 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# A delta generation (index/segments.py) says 2, so that a bridge that reads only single segments
+# refuses it with the one-line "rebuild" error instead of answering from its base alone; this
+# bridge reads both, and still writes 1 for a single segment.
+SEGMENTED_FORMAT = 2
+_READABLE = (FORMAT_VERSION, SEGMENTED_FORMAT)
 _CURRENT = "CURRENT"
 _MANIFEST = "manifest.json"
 _CHUNKS = "chunks.sqlite"
@@ -106,7 +117,7 @@ class Manifest:
         except ValueError as exc:
             raise CorruptIndex(f"index manifest {where} is damaged: run `bridge index --rebuild`") from exc
         version = data.get("format_version") if isinstance(data, dict) else None
-        if version != FORMAT_VERSION:
+        if version not in _READABLE:
             raise IncompatibleIndex(
                 f"index at {where.parent.parent} has format {version}, this bridge reads format "
                 f"{FORMAT_VERSION}: run `bridge index --rebuild`"
@@ -246,7 +257,8 @@ class ChunkWriter:
     """Chunk rows written as they are made, a batch at a time, so memory holds one batch; rows of
     unchanged files are copied from the `previous` generation's table inside SQLite."""
 
-    def __init__(self, generation: Path, previous: Path | None = None, batch: int = 2000) -> None:
+    def __init__(self, generation: Path, previous: Path | None = None, batch: int = 2000, start: int = 0) -> None:
+        generation.mkdir(parents=True, exist_ok=True)
         self._con = sqlite3.connect(_uri(generation / _CHUNKS, ""), uri=True, isolation_level=None)
         self._con.execute("PRAGMA journal_mode=OFF")  # a generation is thrown away whole if a write fails
         self._con.execute("PRAGMA synchronous=OFF")  # publish() fsyncs every file before the swap
@@ -256,7 +268,7 @@ class ChunkWriter:
         self._batch = batch
         self._rows: list[tuple[object, ...]] = []
         self._copying = (0, 0, 0)  # (first previous id, first new id, rows) not yet copied
-        self.count = 0
+        self.count = start  # the next row's id: a delta segment's ids continue after its base's
 
     def add(self, chunk: Chunk) -> None:
         c = chunk
@@ -338,6 +350,15 @@ class ChunkTable:
         except sqlite3.DatabaseError as exc:
             raise CorruptIndex(f"chunk table is damaged ({exc}): run `bridge index --rebuild`") from exc
         return [Chunk(*row[1:]) for row in rows]
+
+    def items(self) -> list[tuple[int, Chunk]]:
+        """(id, chunk) of every row, by id: what the vector fill embeds."""
+        try:
+            with self._lock:
+                rows = self._con.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY id").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptIndex(f"chunk table is damaged ({exc}): run `bridge index --rebuild`") from exc
+        return [(row[0], Chunk(*row[1:])) for row in rows]
 
     def symbols(self) -> list[tuple[int, str]]:
         """(chunk id, symbol) of every chunk that has one: what the file-level ranking looks up."""

@@ -65,16 +65,20 @@ def _one_error_line(stderr: str) -> str:
     return lines[0]
 
 
+# One file changed: a delta re-index (index/delta.py), whose new files are a few KB; 40 of 200:
+# past the delta's share of the base, so the streaming single-segment build writes it all.
+@pytest.mark.parametrize(("changed", "limit"), [(1, 4 * 1024), (40, 32 * 1024)], ids=["delta", "single-segment"])
 def test_a_full_disk_while_writing_the_lexical_index_is_one_line_and_the_old_index_answers(
-    tmp_path: Path, bridge_home: Path
+    tmp_path: Path, bridge_home: Path, changed: int, limit: int
 ) -> None:
     root, index_dir = _write_repo(tmp_path / "repo"), tmp_path / "index"
     build_index(root, index_dir, BuildOptions(embedder=None))
     before = _answers(index_dir)
     live = IndexDir(index_dir).current()
-    (root / "pkg" / "mod_007.py").write_text("def handler_7(request):\n    return 'changed'\n")
+    for i in range(7, 7 + changed):
+        (root / "pkg" / f"mod_{i:03d}.py").write_text(f"def handler_{i}(request):\n    return 'changed'\n")
 
-    done = _bridge_limited(32 * 1024, "index", str(root), "--index-dir", str(index_dir), "--no-vectors", home=bridge_home)
+    done = _bridge_limited(limit, "index", str(root), "--index-dir", str(index_dir), "--no-vectors", home=bridge_home)
 
     assert done.returncode == 1
     line = _one_error_line(done.stderr)
