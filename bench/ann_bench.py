@@ -53,6 +53,7 @@ def _build(config: str, vectors: np.ndarray) -> tuple[Any, float]:
     dim = vectors.shape[1]
     c0 = time.process_time()
     kind, _, param = config.partition(":")
+    index: Any
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)
         index.add(vectors)
@@ -61,7 +62,8 @@ def _build(config: str, vectors: np.ndarray) -> tuple[Any, float]:
         index = built._index
         if built.exact:
             raise SystemExit(f"{len(vectors)} vectors are below ANN_THRESHOLD: IVF is not built for them")
-        assert faiss.downcast_index(index.index).nlist == ivf_lists(len(vectors))
+        inner: Any = faiss.downcast_index(index.index)
+        assert inner.nlist == ivf_lists(len(vectors))
     elif kind == "hnsw":
         index = faiss.IndexHNSWFlat(dim, int(param), faiss.METRIC_INNER_PRODUCT)
         index.add(vectors)
@@ -117,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if kind == "ivf":
             import faiss
 
-            faiss.downcast_index(index.index).nprobe = int(config.split(":")[1])
+            ivf: Any = faiss.downcast_index(index.index)
+            ivf.nprobe = int(config.split(":")[1])
         spent: list[float] = []
         recalls: dict[int, list[float]] = {10: [], 100: [], args.k: []}
         for q, scores in zip(queries, exact):
