@@ -44,6 +44,7 @@ import numpy as np
 __all__ = ["main", "static_copy"]
 
 _ROOT = Path(__file__).resolve().parents[1]
+_READ_BATCH = 10_000  # chunk rows read (and embedded) at a time
 _OUT = _ROOT / "bench" / "out"
 _WARM = """
 import json, sys, time
@@ -93,16 +94,19 @@ def static_copy(index: Path, target: Path, every: int) -> dict[str, Any]:
     if saved.is_file() and np.load(saved, mmap_mode="r").shape[0] == len(ids):
         vectors = np.load(saved)
     else:
+        parts = []
         table = ChunkTable(dest)
         try:
-            rows = table.get(ids)
+            for start in range(0, len(ids), _READ_BATCH):  # SQLite binds at most 32k values per query
+                batch = ids[start : start + _READ_BATCH]
+                rows = table.get(batch)
+                t0 = time.process_time()
+                parts.append(np.asarray(emb.encode([rows[i].text for i in batch], batch_size=256), dtype=np.float32))
+                embed_cpu += time.process_time() - t0
         finally:
             table.close()
-        t0 = time.process_time()
-        vectors = emb.encode([rows[i].text for i in ids], batch_size=256)
-        embed_cpu = time.process_time() - t0
-        del rows
-        np.save(saved, np.asarray(vectors, dtype=np.float32))
+        vectors = np.concatenate(parts) if parts else np.zeros((0, emb.dim), dtype=np.float32)
+        np.save(saved, vectors)
     hashes = [""] * int(manifest["chunks"])
     have: dict[str, np.ndarray] = {}
     for i, v in zip(ids, vectors):
