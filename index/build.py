@@ -449,7 +449,7 @@ def fill_vectors(
             def progress(done: int, total: int) -> None:
                 nonlocal last, writing
                 on_progress(Progress("embed", before + done, len(chunks)))
-                # A checkpoint rewrites the whole vector index (at 1M chunks, IVF: about a minute):
+                # A checkpoint rewrites the whole vector index (1.15M chunks, IVF: 28 s of CPU):
                 # embed at least 4 times as long as the last one took, so writing stays under 20 %.
                 if time.perf_counter() - last >= max(checkpoint_seconds, 4 * writing):
                     started = time.perf_counter()
