@@ -49,7 +49,11 @@ class VectorIndex:
     def __init__(self, index: Any, dim: int) -> None:  # a faiss index (faiss ships no type hints)
         self._index = index
         self.dim = dim
-        self._ivf = _ivf_of(index)
+        inner = _faiss().downcast_index(index.index) if hasattr(index, "index") else index
+        self._ivf = inner if isinstance(inner, _faiss().IndexIVF) else None
+        # An HNSW file written by earlier versions: searched with ef >= k, not faiss's default of 16.
+        self._hnsw = inner if isinstance(inner, _faiss().IndexHNSW) else None
+        self._exact = isinstance(inner, _faiss().IndexFlat)
 
     @property
     def count(self) -> int:
@@ -57,7 +61,7 @@ class VectorIndex:
 
     @property
     def exact(self) -> bool:
-        return self._ivf is None
+        return self._exact
 
     @staticmethod
     def build(ids: np.ndarray, vectors: np.ndarray, nprobe: int = NPROBE) -> VectorIndex:
@@ -108,25 +112,22 @@ class VectorIndex:
         faiss = _faiss()
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
         params = None
+        if self._hnsw is not None:
+            params = faiss.SearchParametersHNSW(efSearch=max(k, int(self._hnsw.hnsw.efSearch)))
         if allowed is not None:
             allowed_ids = np.flatnonzero(allowed).astype(np.int64)
             if len(allowed_ids) == 0:
                 return []
             selector = faiss.IDSelectorBatch(allowed_ids)
-            if self._ivf is None:
-                params = faiss.SearchParameters(sel=selector)
-            else:
+            if self._ivf is not None:
                 # As many allowed vectors scanned as without a filter: more lists when few are allowed.
                 share = len(allowed_ids) / max(self.count, 1)
                 nprobe = min(int(self._ivf.nlist), math.ceil(int(self._ivf.nprobe) / max(share, 1e-9)))
                 params = faiss.SearchParametersIVF(sel=selector, nprobe=nprobe)
+            elif params is not None:
+                params.sel = selector
+            else:
+                params = faiss.SearchParameters(sel=selector)
         scores, ids = self._index.search(q, min(k, self.count), params=params)
         keep = ids[0] >= 0
         return list(zip(ids[0][keep].tolist(), scores[0][keep].astype(np.float64).tolist()))
-
-
-def _ivf_of(index: Any) -> Any:
-    """The IVF index inside `index` (an IndexIDMap2), or None for an exact one."""
-    faiss = _faiss()
-    inner = faiss.downcast_index(index.index) if hasattr(index, "index") else index
-    return inner if isinstance(inner, faiss.IndexIVF) else None

@@ -63,3 +63,20 @@ def test_a_narrow_filter_on_an_ivf_index_probes_more_lists_and_keeps_only_allowe
 @pytest.mark.parametrize(("n", "lists"), [(100_001, 512), (1_150_000, 2048), (4_000_000, 4096)])
 def test_ivf_lists_grow_with_the_square_root_of_the_vectors(n: int, lists: int) -> None:
     assert ivf_lists(n) == lists
+
+
+def test_an_hnsw_file_from_earlier_versions_is_searched_deep_enough_for_k(tmp_path: Path) -> None:
+    import faiss
+
+    x, ids = clustered(3_000, seed=2), np.arange(3_000, dtype=np.int64)
+    hnsw = faiss.IndexHNSWFlat(x.shape[1], 16, faiss.METRIC_INNER_PRODUCT)  # efSearch stays 16
+    index = faiss.IndexIDMap2(hnsw)
+    index.add_with_ids(x, ids)
+    faiss.write_index(index, str(tmp_path / "v.faiss"))
+    loaded = VectorIndex.load(tmp_path / "v.faiss")
+    assert not loaded.exact
+    found = {i for i, _ in loaded.top(x[3], 300)}
+    assert len(found & set(exact(x, ids, x[3], 300))) >= 0.95 * 300
+    allowed = np.zeros(3_000, dtype=bool)
+    allowed[:1500] = True
+    assert all(i < 1500 for i, _ in loaded.top(x[3], 50, allowed))
