@@ -14,12 +14,12 @@ ties to the lower id. Nothing is approximated.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FileScores", "best_first", "ordered"]
+__all__ = ["FileScores", "best_first", "mask", "ordered", "ranking"]
 
 
 def ordered(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -38,6 +38,22 @@ def ordered(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
     run = np.concatenate(([0], np.cumsum(changes)))
     # ids ascend, so the position in `ids` orders ties as the ids do.
     return ids[idx[np.argsort(run * len(ids) + idx)]]
+
+
+def ranking(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The indices where `keep`, by `values`, best first, ties by index."""
+    kept = np.flatnonzero(keep)
+    return ordered(kept, values[kept])
+
+
+def mask(files: Sequence[int] | frozenset[int] | np.ndarray, n: int) -> np.ndarray:
+    """A boolean mask over n files, true for `files`."""
+    out = np.zeros(n, dtype=bool)
+    if isinstance(files, np.ndarray):
+        out[files] = True
+    else:
+        out[np.fromiter(files, dtype=np.int64, count=len(files))] = True
+    return out
 
 
 def best_first(ids: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:

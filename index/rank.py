@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from index.filescores import FileScores, ordered
+from index.filescores import FileScores, mask, ranking
 from index.languages import language_for
 from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row
 
@@ -153,13 +153,8 @@ _NONE = np.zeros(0, dtype=np.int64)
 
 def _order(values: np.ndarray, keep: np.ndarray | None = None) -> list[int]:
     """Indices where `keep` (default: a positive value), best value first; ties by index."""
-    order: list[int] = _ranking(values, values > 0 if keep is None else keep).tolist()
+    order: list[int] = ranking(values, values > 0 if keep is None else keep).tolist()
     return order
-
-
-def _ranking(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    kept = np.flatnonzero(keep)
-    return ordered(kept, values[kept])
 
 
 class FileEvidence:
@@ -232,9 +227,9 @@ class FileEvidence:
         rankings = {}
         for name, v in values.items():
             keep = np.isfinite(v) if name == "dense" else v > 0
-            rankings[name] = _ranking(v, keep if allowed is None else keep & allowed)
+            rankings[name] = ranking(v, keep if allowed is None else keep & allowed)
         n = len(self.paths)
-        named = _mask(rankings["mentions"], n)
+        named = mask(rankings["mentions"], n)
         demoted = self.auxiliary_mask() & ~named
         score, seen = _fuse_arrays(rankings, weights, demoted, AUXILIARY_FACTOR, n)
         files = np.flatnonzero(seen)
@@ -358,7 +353,7 @@ class FileEvidence:
         aux = self.auxiliary()
         with self._lock:
             if self._auxiliary_mask is None:
-                self._auxiliary_mask = _mask(aux, len(self.paths))
+                self._auxiliary_mask = mask(aux, len(self.paths))
             return self._auxiliary_mask
 
     def _suffix_table(self) -> dict[str, list[int]]:
@@ -398,13 +393,4 @@ def _spread(order: Sequence[int], n: int) -> np.ndarray:
     """Values that reproduce `order` under _order: n, n-1, ... for the files in it, 0 elsewhere."""
     out = np.zeros(n)
     out[np.asarray(order, dtype=np.int64)] = np.arange(n, n - len(order), -1, dtype=np.float64)
-    return out
-
-
-def _mask(files: Sequence[int] | frozenset[int] | np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros(n, dtype=bool)
-    if isinstance(files, np.ndarray):
-        out[files] = True
-    else:
-        out[np.fromiter(files, dtype=np.int64, count=len(files))] = True
     return out
