@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from index.filescores import FileScores, mask, ranking
 from index.languages import language_for
 from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row
 
@@ -129,7 +130,7 @@ def fuse(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float],
 
 
 def _fuse_arrays(
-    rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], demoted: np.ndarray, factor: float, n: int
+    rankings: Mapping[str, np.ndarray], weights: Mapping[str, float], demoted: np.ndarray, factor: float, n: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """`fuse` over n files as arrays: (score of every file, whether it is in some ranking).
 
@@ -140,18 +141,20 @@ def _fuse_arrays(
     score = np.zeros(n)
     seen = np.zeros(n, dtype=bool)
     for name, weight in weights.items():
-        order = np.asarray(rankings.get(name, ()), dtype=np.int64)
+        order = rankings.get(name, _NONE)
         score[order] += weight / (RRF_K + np.arange(1, len(order) + 1, dtype=np.float64))
         seen[order] = True
     score[demoted & seen] *= factor
     return score, seen
 
 
+_NONE = np.zeros(0, dtype=np.int64)
+
+
 def _order(values: np.ndarray, keep: np.ndarray | None = None) -> list[int]:
     """Indices where `keep` (default: a positive value), best value first; ties by index."""
-    kept = np.flatnonzero(values > 0 if keep is None else keep)
-    ordered: list[int] = kept[np.lexsort((kept, -values[kept]))].tolist()
-    return ordered
+    order: list[int] = ranking(values, values > 0 if keep is None else keep).tolist()
+    return order
 
 
 class FileEvidence:
@@ -179,6 +182,7 @@ class FileEvidence:
         self._suffixes: dict[str, list[int]] | None = None
         self._definitions: dict[str, frozenset[int]] | None = None
         self._auxiliary: frozenset[int] | None = None
+        self._auxiliary_mask: np.ndarray | None = None
         self._facts: np.ndarray | None = None
 
     def rank(
@@ -191,7 +195,7 @@ class FileEvidence:
         weights: Mapping[str, float] = SIGNALS,
         history: np.ndarray | None = None,
         ranker: Ranker | None = None,
-    ) -> dict[int, float]:
+    ) -> FileScores:
         """Score of every file with some evidence (`allowed`: a mask over files; `history`: summed
         past-commit votes per file). With a `ranker`, the RERANK best files by fused score are
         re-ordered by it and scored above the rest (scores in (1, 2]); the rest keep the fused
@@ -199,14 +203,13 @@ class FileEvidence:
         trained on bug reports, every one a title and a body, and its title features are empty
         for a single line."""
         fused, rows, features = self.candidates(query, chunk_scores, title_scores, dense, allowed, weights, history)
-        if ranker is None or not fused or title_of(query) is None:
+        if ranker is None or not len(fused) or title_of(query) is None:
             return fused
         learned = ranker.scores(features)
-        out = dict(zip(rows.tolist(), (np.exp(learned - learned.max()) + 1.0).tolist()))
-        # `fused` is best first and `rows` are its first ones; the rest scale by the largest score.
-        values = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))
-        out.update(zip(list(fused)[len(rows) :], (values[len(rows) :] / values[0]).tolist()))
-        return out
+        # `rows` are the best of `fused`; the rest scale by the largest fused score, rows[0]'s.
+        scores = fused.scores / fused.scores[np.searchsorted(fused.files, rows[0])]
+        scores[np.searchsorted(fused.files, rows)] = np.exp(learned - learned.max()) + 1.0
+        return FileScores(fused.files, scores)
 
     def candidates(
         self,
@@ -217,23 +220,28 @@ class FileEvidence:
         allowed: np.ndarray | None = None,
         weights: Mapping[str, float] = SIGNALS,
         history: np.ndarray | None = None,
-    ) -> tuple[dict[int, float], np.ndarray, np.ndarray]:
-        """(fused score of every file with evidence, the RERANK best of them, their FEATURES rows)."""
+    ) -> tuple[FileScores, np.ndarray, np.ndarray]:
+        """(fused score of every file with evidence, the RERANK best of them, their FEATURES rows).
+
+        Every signal's ranking is an array, ordered once; the fused scores stay an array of which
+        only the RERANK best are sorted (index/filescores.py): exactly the order and the scores
+        that sorting every file gave, at a fraction of the cost at 50k files."""
         values = self.values(query, chunk_scores, title_scores, dense, history)
-        rankings = {name: _order(v, np.isfinite(v) if name == "dense" else None) for name, v in values.items()}
-        if allowed is not None:
-            rankings = {name: [i for i in order if allowed[i]] for name, order in rankings.items()}
-        demoted = self.auxiliary() - frozenset(rankings["mentions"])
+        rankings = {}
+        for name, v in values.items():
+            keep = np.isfinite(v) if name == "dense" else v > 0
+            rankings[name] = ranking(v, keep if allowed is None else keep & allowed)
         n = len(self.paths)
-        score, seen = _fuse_arrays(rankings, weights, _mask(demoted, n), AUXILIARY_FACTOR, n)
-        order = _order(score, seen)
-        fused = dict(zip(order, score[order].tolist()))  # as `fuse` computes it, best first
-        rows = np.asarray(order[:RERANK], dtype=np.int64)
+        named = mask(rankings["mentions"], n)
+        demoted = self.auxiliary_mask() & ~named
+        score, seen = _fuse_arrays(rankings, weights, demoted, AUXILIARY_FACTOR, n)
+        files = np.flatnonzero(seen)
+        fused = FileScores(files, score[files])  # as `fuse` computes it
+        rows = fused.best(RERANK)
         dense_values = values["dense"]
         features = feature_matrix(
             rows, rankings, {**values, "dense": np.where(np.isfinite(dense_values), np.maximum(dense_values, 0.0), 0.0)},
-            score, _mask(rankings["mentions"], n), _mask(demoted, n),
-            values["history"], self.path_facts(),
+            score, named, demoted, values["history"], self.path_facts(),
         )
         return fused, rows, features
 
@@ -288,7 +296,7 @@ class FileEvidence:
     def _per_file(self, chunk_values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
         out = np.zeros(len(self.paths))
         if len(self._sliced) and len(chunk_values):
-            out[self._sliced] = ufunc.reduceat(chunk_values.astype(np.float64), self.first_chunk[self._sliced])
+            out[self._sliced] = ufunc.reduceat(chunk_values.astype(np.float64, copy=False), self.first_chunk[self._sliced])
         return out
 
     def mentioned(self, clues: QueryClues) -> list[int]:
@@ -333,7 +341,7 @@ class FileEvidence:
 
     def prepare(self) -> None:
         """Build every lookup table now rather than on first use."""
-        self.auxiliary()
+        self.auxiliary_mask()
         self._suffix_table()
         self._definition_table()
 
@@ -342,6 +350,14 @@ class FileEvidence:
             if self._auxiliary is None:
                 self._auxiliary = frozenset(i for i, p in enumerate(self.paths) if is_auxiliary(p))
             return self._auxiliary
+
+    def auxiliary_mask(self) -> np.ndarray:
+        """`auxiliary()` as a mask over the files (built once)."""
+        aux = self.auxiliary()
+        with self._lock:
+            if self._auxiliary_mask is None:
+                self._auxiliary_mask = mask(aux, len(self.paths))
+            return self._auxiliary_mask
 
     def _suffix_table(self) -> dict[str, list[int]]:
         with self._lock:
@@ -380,10 +396,4 @@ def _spread(order: Sequence[int], n: int) -> np.ndarray:
     """Values that reproduce `order` under _order: n, n-1, ... for the files in it, 0 elsewhere."""
     out = np.zeros(n)
     out[np.asarray(order, dtype=np.int64)] = np.arange(n, n - len(order), -1, dtype=np.float64)
-    return out
-
-
-def _mask(files: Sequence[int] | frozenset[int], n: int) -> np.ndarray:
-    out = np.zeros(n, dtype=bool)
-    out[np.fromiter(files, dtype=np.int64, count=len(files))] = True
     return out

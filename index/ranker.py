@@ -58,7 +58,7 @@ def load_ranker(name: str = "ranker.json") -> Ranker | None:
         return None
 
 
-def _rank_features(order: Sequence[int], values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _rank_features(order: Sequence[int] | np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """inv_rank, rrf and relative score of each file in `rows` for one signal (0 where absent)."""
     position = np.zeros(len(values))
     position[np.asarray(order, dtype=np.int64)] = np.arange(1, len(order) + 1)
@@ -75,7 +75,7 @@ def _rank_features(order: Sequence[int], values: np.ndarray, rows: np.ndarray) -
 
 def feature_matrix(
     rows: np.ndarray,
-    orders: Mapping[str, Sequence[int]],
+    orders: Mapping[str, Sequence[int] | np.ndarray],
     values: Mapping[str, np.ndarray],
     fused: np.ndarray,
     named: np.ndarray,

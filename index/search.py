@@ -25,6 +25,7 @@ import numpy as np
 
 from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
+from index.filescores import FileScores
 from index.focus import focus
 from index.history import History, vote_scores
 from index.hits import merge_hits, pack_hits
@@ -295,7 +296,9 @@ class Searcher:
         scores, near = self._retrieve(gen, text, "hybrid", allowed)
         ranker = self.ranker if learned else None
         file_score = _file_scores(gen, text, scores, near, allowed, weights, self._votes(gen, text).scores, ranker)
-        return [(gen.files.paths[f], file_score[f]) for f in _best_first(file_score)]
+        order = file_score.ordered()
+        at = np.searchsorted(file_score.files, order)
+        return list(zip([gen.files.paths[f] for f in order.tolist()], file_score.scores[at].tolist()))
 
     def file_features(self, query: str) -> tuple[list[str], np.ndarray]:
         """The files the second stage re-orders (best fused first) and their feature rows, for
@@ -393,7 +396,7 @@ def _top(scores: np.ndarray, k: int) -> list[int]:
 def _file_scores(
     gen: Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
     weights: Mapping[str, float], history: np.ndarray | None = None, ranker: Ranker | None = None,
-) -> dict[int, float]:
+) -> FileScores:
     files = gen.files
     title = title_of(query)
     title_scores = _masked(gen.bm25(terms(title), allowed), allowed) if title else None
@@ -415,37 +418,38 @@ def _with_evidence(hits: list[Hit], votes: _Votes) -> list[Hit]:
 
 
 def _files_first(
-    gen: Generation, file_score: dict[int, float], scores: np.ndarray, order: list[int], fused: dict[int, float], k: int
+    gen: Generation, file_score: FileScores, scores: np.ndarray, order: list[int], fused: dict[int, float], k: int
 ) -> tuple[list[int], dict[int, float]]:
-    """The best chunk of each of the k best files, by file score; then the other chunks, scored lower."""
+    """The best chunk of each of the k best files, by file score; then the other chunks, scored lower.
+
+    Only the best files are put in order (a few more than k: a file without chunks is skipped),
+    not every file with evidence; more are taken only when those run out."""
     files = gen.files
     best_chunk: dict[int, int] = {}
     for cid in order:
         best_chunk.setdefault(int(files.chunk_file[cid]), cid)
     chosen: dict[int, float] = {}
-    for f in _best_first(file_score):
-        if len(chosen) == k:
-            break
-        first, n = int(files.first_chunk[f]), int(files.n_chunks[f])
-        if n == 0:
-            continue
-        best = best_chunk.get(f)
-        if best is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
-            best = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
-        chosen[best] = file_score[f]
+    wanted = 2 * k
+    seen = 0
+    while len(chosen) < k and seen < len(file_score):
+        best = file_score.best(wanted)
+        at = np.searchsorted(file_score.files, best)
+        for f, value in zip(best[seen:].tolist(), file_score.scores[at[seen:]].tolist()):
+            if len(chosen) == k:
+                break
+            first, n = int(files.first_chunk[f]), int(files.n_chunks[f])
+            if n == 0:
+                continue
+            chunk = best_chunk.get(f)
+            if chunk is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
+                chunk = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
+            chosen[chunk] = value
+        seen, wanted = len(best), 4 * wanted
     rest = [c for c in order if c not in chosen]
     if rest:  # below every chosen chunk, in chunk order
         floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
         chosen.update((c, fused[c] * floor) for c in rest)
     return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
-
-
-def _best_first(scores: dict[int, float]) -> list[int]:
-    """Keys by value, best first, ties by key: sorted(key=(-value, key)) without a Python call per key."""
-    keys = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
-    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
-    ordered: list[int] = keys[np.lexsort((keys, -values))].tolist()
-    return ordered
 
 
 def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:
