@@ -22,6 +22,8 @@ from importlib import resources
 
 import numpy as np
 
+from index.clues import AGGREGATE_FEATURES, CLUE_FEATURES
+
 __all__ = ["FEATURES", "PATH_FACTS", "RERANK", "SIGNAL_NAMES", "Ranker", "feature_matrix", "load_ranker"]
 
 RERANK = 300  # best files of the fused order that the model re-orders
@@ -31,6 +33,8 @@ FEATURES = (
     *(f"{s}_{kind}" for s in SIGNAL_NAMES for kind in ("inv_rank", "rrf", "relative")),
     "fused_relative", "fused_inv_rank", "named", "demoted", "history_voters", "bias",
     *PATH_FACTS,
+    *CLUE_FEATURES,
+    *AGGREGATE_FEATURES,
 )
 _RRF_K = 60.0
 
