@@ -39,7 +39,7 @@ from typing import Any
 
 from bench import paths
 from bench.bm25_files_baseline import build_file_index, rank_files
-from bench.swebench_trees import TreeJob, ensure_corpora, plan_jobs, prepare_history, prepare_indexes
+from bench.swebench_trees import DONE_MARKER, TreeJob, ensure_corpora, plan_jobs, prepare_history, prepare_indexes
 from bridge.measure.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
 from index.embed import Embedder, load_embedder
 from index.rank import SIGNALS
@@ -222,6 +222,18 @@ def _per_question(records: Sequence[Record]) -> list[dict[str, Any]]:
     ]
 
 
+def kept_indexes(jobs: Sequence[TreeJob], work: Path) -> dict[str, Path]:
+    """The complete index an earlier run kept for every tree (SystemExit naming the first one missing).
+
+    `prepare_indexes` rebuilds an index made by other code (its fingerprint covers the indexing
+    modules), which is right for a new engine but costs an hour when only the query path changed."""
+    kept = {job.name: work / "indexes" / job.name for job in jobs}
+    for folder in kept.values():
+        if not (folder / DONE_MARKER).is_file():
+            raise SystemExit(f"{folder} is not a complete kept index: run once without --kept to build it")
+    return kept
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("questions", nargs="?", type=Path, default=paths.questions())
@@ -231,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--repos", default="", help="comma-separated repository names (default: all)")
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--kept", action="store_true",
+                        help="rank on the indexes kept in WORK/indexes whatever code built them: no build, no "
+                        "history step (to compare query-path changes on the same indexes)")
     parser.add_argument("--embedder", default="static",
                         help="static (default) or minilm; give minilm its own --work folder and --out-dir")
     args = parser.parse_args(argv)
@@ -246,8 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = plan_jobs(questions, args.corpora, args.mirrors)
     ensure_corpora(jobs, args.questions, args.corpora, args.mirrors, progress)
     embedder = load_embedder(args.embedder, cache_dir=default_home() / "models")
-    indexes, built = prepare_indexes(jobs, args.work, embedder, progress, args.embedder)
-    prepare_history(jobs, indexes, args.mirrors, progress)
+    built: list[str] = []
+    if args.kept:
+        indexes = kept_indexes(jobs, args.work)
+    else:
+        indexes, built = prepare_indexes(jobs, args.work, embedder, progress, args.embedder)
+        prepare_history(jobs, indexes, args.mirrors, progress)
     build_seconds = time.perf_counter() - started
     progress(f"{len(jobs)} trees indexed ({len(built)} built now, {len(jobs) - len(built)} kept from an earlier run)")
     if args.build_only:
@@ -261,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seconds": round(time.perf_counter() - started, 1), "index_seconds": round(build_seconds, 1),
             "trees_built": len(built),
             "command": "python -m bench.swebench" + (f" --repos {args.repos}" if args.repos else "")
-            + (f" --embedder {args.embedder}" if args.embedder != "static" else "")}
+            + (f" --embedder {args.embedder}" if args.embedder != "static" else "")
+            + (" --kept" if args.kept else "")}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     report = {**meta, "modes": list(MODES), "signals": dict(SIGNALS), **summary, "per_question": _per_question(records)}
     (args.out_dir / "swebench.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
