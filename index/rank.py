@@ -197,10 +197,9 @@ class FileEvidence:
         trained on bug reports, every one a title and a body, and its title features are empty
         for a single line."""
         fused, rows, features = self.candidates(query, chunk_scores, title_scores, dense, allowed, weights, history)
-        one_line = title_of(query) is None
-        if ranker is None or not fused or (one_line and ranker.line_weights is None):
+        if ranker is None or not fused or title_of(query) is None:
             return fused
-        learned = ranker.scores(features, one_line)
+        learned = ranker.scores(features)
         out = dict(zip(rows.tolist(), (np.exp(learned - learned.max()) + 1.0).tolist()))
         # `fused` is best first and `rows` are its first ones; the rest scale by the largest score.
         values = np.fromiter(fused.values(), dtype=np.float64, count=len(fused))

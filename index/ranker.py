@@ -45,13 +45,9 @@ class Ranker:
 
     weights: np.ndarray
     trained_on: str
-    # Weights for questions of one line, fitted to shared/bench's report titles asked alone; None:
-    # such a question keeps the fused order (index/rank.FileEvidence.rank).
-    line_weights: np.ndarray | None = None
 
-    def scores(self, features: np.ndarray, one_line: bool = False) -> np.ndarray:
-        weights = self.line_weights if one_line and self.line_weights is not None else self.weights
-        return np.asarray(features @ weights, dtype=np.float64)
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        return np.asarray(features @ self.weights, dtype=np.float64)
 
 
 def load_ranker(name: str = "ranker.json") -> Ranker | None:
@@ -61,9 +57,7 @@ def load_ranker(name: str = "ranker.json") -> Ranker | None:
         if tuple(data["features"]) != FEATURES:
             return None
         weights = np.asarray([float(data["weights"][f]) for f in FEATURES], dtype=np.float64)
-        lines = data.get("line_weights")
-        line_weights = np.asarray([float(lines[f]) for f in FEATURES], dtype=np.float64) if lines else None
-        return Ranker(weights, str(data.get("trained_on", "")), line_weights)
+        return Ranker(weights, str(data.get("trained_on", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
