@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -59,6 +60,13 @@ def file_stem(path: str) -> str:
     if name.startswith("__init__.") and len(parts) > 1:
         return parts[-2]
     return name.split(".", 1)[0]
+
+
+@lru_cache(maxsize=1 << 16)
+def _path_parts(path: str) -> tuple[str, str, tuple[str, ...]]:
+    """(stem, folder, folders below the top one) of a path; cached: the same files come back query after query."""
+    parts = path.lower().split("/")
+    return file_stem(path), "/".join(parts[:-1]), tuple(parts[1:-1])
 
 
 def title_words(title: str) -> list[str]:
@@ -117,11 +125,10 @@ def clue_matrix(
     out = np.zeros((len(rows), len(CLUE_FEATURES)))
     folders = []
     for r, i in enumerate(rows.tolist()):
-        path = paths[i]
-        parts = path.lower().split("/")
-        folders.append("/".join(parts[:-1]))
-        out[r, 0:3] = _stem_facts(file_stem(path), title_terms, body_terms)
-        out[r, 3] = float(any(p in title_terms for p in parts[1:-1]))
+        stem, folder, below_top = _path_parts(paths[i])
+        folders.append(folder)
+        out[r, 0:3] = _stem_facts(stem, title_terms, body_terms)
+        out[r, 3] = float(any(p in title_terms for p in below_top))
         out[r, 4] = float(i in title_named)
         out[r, 5] = float(i in last_named)
     if title:
