@@ -54,6 +54,7 @@ class Sample:
     features: np.ndarray
     gold: np.ndarray  # bool per candidate
     query_bytes: int
+    paths: tuple[str, ...] = ()  # the candidates' paths, for studying the misses
 
 
 def collect(questions_file: Path, corpora: Path, mirrors: Path, work: Path, log: Any) -> list[Sample]:
@@ -69,7 +70,7 @@ def collect(questions_file: Path, corpora: Path, mirrors: Path, work: Path, log:
         for q in job.questions:
             paths, features = searcher.file_features(q.query)
             gold = np.fromiter((p in q.gold_files for p in paths), dtype=bool, count=len(paths))
-            samples.append(Sample(q.id, q.repo or "?", features, gold, len(q.query.encode())))
+            samples.append(Sample(q.id, q.repo or "?", features, gold, len(q.query.encode()), tuple(paths)))
         log(f"{job.name}: {len(job.questions)} question(s)")
     return samples
 

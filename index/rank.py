@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from index.clues import aggregate_matrix, clue_matrix
 from index.filescores import FileScores, mask, ranking
 from index.languages import language_for
 from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row
@@ -243,7 +244,20 @@ class FileEvidence:
             rows, rankings, {**values, "dense": np.where(np.isfinite(dense_values), np.maximum(dense_values, 0.0), 0.0)},
             score, named, demoted, values["history"], self.path_facts(),
         )
-        return fused, rows, features
+        return fused, rows, np.hstack([features, self.clue_features(query, rows, chunk_scores, title_scores, dense)])
+
+    def clue_features(
+        self, query: str, rows: np.ndarray, chunk_scores: np.ndarray, title_scores: np.ndarray | None,
+        dense: Sequence[tuple[int, float]],
+    ) -> np.ndarray:
+        """CLUE_FEATURES and AGGREGATE_FEATURES of index/clues.py for the candidate files `rows`."""
+        title = title_of(query)
+        named = frozenset(self.mentioned(extract_clues(title))) if title else frozenset()
+        last = frozenset(self.last_mentioned(extract_clues(query)))
+        clues = clue_matrix(self.paths, rows, query, title, named, last, self._definition_table())
+        title_per_file = self._per_file(title_scores, np.add) / self._sqrt_counts if title_scores is not None else None
+        dense_ids = np.fromiter((cid for cid, _ in dense), dtype=np.int64, count=len(dense))
+        return np.hstack([clues, aggregate_matrix(rows, self.chunk_file, title_per_file, chunk_scores, dense_ids)])
 
     def rankings(
         self, query: str, chunk_scores: np.ndarray, title_scores: np.ndarray | None, dense: Sequence[tuple[int, float]],
@@ -317,6 +331,15 @@ class FileEvidence:
                             counts[i] = counts.get(i, 0) + 1
                     break
         return sorted(counts, key=lambda i: -counts[i])  # sorted() is stable: first named stays first
+
+    def last_mentioned(self, clues: QueryClues) -> Sequence[int]:
+        """The files the last path the question names matches (a traceback's deepest frame)."""
+        table = self._suffix_table()
+        for mention in reversed(clues.paths):
+            found = _suffix_matches(mention, table)
+            if found:
+                return found
+        return ()
 
     def defining(self, clues: QueryClues) -> list[int]:
         """Files defining the question's identifiers, by the summed idf of the names they define."""

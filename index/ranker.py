@@ -2,7 +2,9 @@
 
 The hand-set fusion of index/rank.py (every signal weight 1, tests and docs halved) is the first
 stage; its RERANK best files are then scored by w·x over FEATURES (each signal's rank and relative
-score, the fused score, auxiliary and named flags, history votes, path facts) and re-ordered.
+score, the fused score, auxiliary and named flags, history votes, path facts, and index/clues.py's
+facts about the file's name and definitions against the title and its share of the best chunks)
+and re-ordered.
 Files past RERANK keep their fused order below the re-ordered ones. A question of one line keeps
 the fused order (index/rank.FileEvidence.rank): every training question is a report of several lines.
 
@@ -22,6 +24,8 @@ from importlib import resources
 
 import numpy as np
 
+from index.clues import AGGREGATE_FEATURES, CLUE_FEATURES
+
 __all__ = ["FEATURES", "PATH_FACTS", "RERANK", "SIGNAL_NAMES", "Ranker", "feature_matrix", "load_ranker"]
 
 RERANK = 300  # best files of the fused order that the model re-orders
@@ -31,6 +35,8 @@ FEATURES = (
     *(f"{s}_{kind}" for s in SIGNAL_NAMES for kind in ("inv_rank", "rrf", "relative")),
     "fused_relative", "fused_inv_rank", "named", "demoted", "history_voters", "bias",
     *PATH_FACTS,
+    *CLUE_FEATURES,
+    *AGGREGATE_FEATURES,
 )
 _RRF_K = 60.0
 

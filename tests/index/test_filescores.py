@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -50,8 +52,9 @@ def random_evidence(rng: np.random.Generator, n: int) -> FileEvidence:
 
 
 def reference_rank(ev: FileEvidence, query: str, values: dict[str, np.ndarray], allowed: np.ndarray | None,
-                   ranked: bool) -> dict[int, float]:
-    """The file ranking as it was computed before scores became arrays: full sorts and dicts."""
+                   ranked: bool, clue_features: Callable[[np.ndarray], np.ndarray]) -> dict[int, float]:
+    """The file ranking as it was computed before scores became arrays: full sorts and dicts.
+    `clue_features` gives index/clues.py's columns for the candidates (what this checks is the order)."""
     n = len(ev.paths)
     rankings: dict[str, list[int]] = {}
     for name, v in values.items():
@@ -73,7 +76,7 @@ def reference_rank(ev: FileEvidence, query: str, values: dict[str, np.ndarray], 
     dense = values["dense"]
     features = feature_matrix(rows, rankings, {**values, "dense": np.where(np.isfinite(dense), np.maximum(dense, 0), 0)},
                               score, named, demote, values["history"], ev.path_facts())
-    learned = ranker.scores(features)
+    learned = ranker.scores(np.hstack([features, clue_features(rows)]))
     out = dict(zip(rows.tolist(), (np.exp(learned - learned.max()) + 1.0).tolist()))
     out.update((i, fused[i] / fused[order[0]]) for i in order[len(rows):])
     return out
@@ -94,12 +97,15 @@ def test_the_file_ranking_is_exactly_that_of_full_sorts_scores_included(seed: in
         query = query.splitlines()[1]  # one line: the fused order, no second stage
     allowed = rng.random(900) < 0.7 if seed % 4 == 1 else None
     values = ev.values(query, chunk_scores, title_scores, dense, history)
-    expected = reference_rank(ev, query, values, allowed, ranked=True)
+    def clues(rows: np.ndarray) -> np.ndarray:
+        return ev.clue_features(query, rows, chunk_scores, title_scores, dense)
+
+    expected = reference_rank(ev, query, values, allowed, True, clues)
     got = ev.rank(query, chunk_scores, title_scores, dense, allowed, SIGNALS, history, load_ranker())
     assert dict(got) == expected  # the same files with the same scores, to the last bit
     assert got.ordered().tolist() == sorted(expected, key=lambda i: (-expected[i], i))
     fused = ev.rank(query, chunk_scores, title_scores, dense, allowed, SIGNALS, history)
-    assert dict(fused) == reference_rank(ev, query, values, allowed, ranked=False)
+    assert dict(fused) == reference_rank(ev, query, values, allowed, False, clues)
 
 
 def test_hybrid_answers_skip_files_without_chunks_however_many_rank_first() -> None:
