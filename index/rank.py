@@ -33,6 +33,7 @@ import numpy as np
 
 from index.clues import aggregate_matrix, clue_matrix
 from index.filescores import FileScores, mask, ranking
+from index.fusion import RRF_K
 from index.languages import language_for
 from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row
 
@@ -48,7 +49,6 @@ __all__ = [
     "title_of",
 ]
 
-RRF_K = 60
 AUXILIARY_FACTOR = 0.5
 DENSE_CHUNKS = 1000  # nearest chunks looked at for the dense file ranking
 MAX_MATCHES = 3  # a mention matching more files than this is too vague to count

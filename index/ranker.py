@@ -25,6 +25,7 @@ from importlib import resources
 import numpy as np
 
 from index.clues import AGGREGATE_FEATURES, CLUE_FEATURES
+from index.fusion import RRF_K
 
 __all__ = ["FEATURES", "PATH_FACTS", "RERANK", "SIGNAL_NAMES", "Ranker", "feature_matrix", "load_ranker"]
 
@@ -38,7 +39,6 @@ FEATURES = (
     *CLUE_FEATURES,
     *AGGREGATE_FEATURES,
 )
-_RRF_K = 60.0
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def _rank_features(order: Sequence[int] | np.ndarray, values: np.ndarray, rows: 
     present = rank > 0
     out = np.zeros((len(rows), 3))
     out[present, 0] = 1.0 / rank[present]
-    out[present, 1] = _RRF_K / (_RRF_K + rank[present])
+    out[present, 1] = RRF_K / (RRF_K + rank[present])
     top = float(values[order[0]]) if len(order) else 0.0
     if top > 0:
         out[present, 2] = np.clip(values[rows][present] / top, 0.0, 1.0)

@@ -1,8 +1,6 @@
 """The read path: lexical and dense rankings fused by reciprocal rank, merged, filtered, packed.
 
-Fusion: score = Σ 1 / (RRF_K + rank) over the rankings a chunk appears in (rank is 1-based).
-RRF_K = 60 is the constant of Cormack, Clarke and Büttcher (SIGIR 2009); it damps the head of
-each list so that agreement between the two retrievers beats a single first place.
+Fusion (index/fusion.py): score = Σ 1 / (RRF_K + rank) over the rankings a chunk appears in.
 
 Hybrid mode also ranks files (index/rank.py: the chunk rankings seen per file, the summary line,
 files and modules the query names, definitions of the identifiers it uses, tests and docs
@@ -27,6 +25,7 @@ from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
 from index.filescores import FileScores
 from index.focus import focus
+from index.fusion import rrf, top_k
 from index.history import History, vote_scores
 from index.hits import merge_hits, pack_hits
 from index.rank import DENSE_CHUNKS, SIGNALS, title_of
@@ -39,25 +38,15 @@ from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
 if TYPE_CHECKING:
     from index.embed import Embedder
 
-__all__ = ["DEFAULT_MAX_TOKENS", "MAX_K", "MAX_QUERY_BYTES", "RRF_K", "Searcher", "rrf"]
+__all__ = ["DEFAULT_MAX_TOKENS", "MAX_K", "MAX_QUERY_BYTES", "Searcher"]
 
-RRF_K = 60
 MAX_K = 50
 MAX_QUERY_BYTES = 64 * 1024  # a whole bug report with its traceback; one limit for CLI, MCP and chat
 # Token budget of a search's hits when a caller names none (MCP `search_code`, the chat loop):
 # a few hundred tokens is what a 4K-8K context can spare for code each turn.
 DEFAULT_MAX_TOKENS = 600
 _CANDIDATES = 100  # per retriever, before fusion and merging
-_SAMPLE_STRIDE = 64  # `_top`: one score in 64 sets the bar for the candidates
 _STALE_TTL = 2.0  # seconds a staleness count is reused; stat-ing every file per query is wasteful
-
-
-def rrf(rankings: list[list[int]]) -> dict[int, float]:
-    fused: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, cid in enumerate(ranking, 1):
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank)
-    return fused
 
 
 @dataclass(frozen=True)
@@ -267,7 +256,7 @@ class Searcher:
         load_ms = self._load_embedder(gen) if mode != "lexical" and self._has_vectors(gen) else 0.0
         text = focus(query)  # a long report without its pasted output (index/focus.py)
         scores, near = self._retrieve(gen, text, mode, allowed)
-        lexical = _top(scores, _CANDIDATES) if len(scores) else []
+        lexical = top_k(scores, _CANDIDATES) if len(scores) else []
         dense = [cid for cid, _ in near[:_CANDIDATES]]
         fused = rrf([r for r in (lexical, dense) if r])
         order = sorted(fused, key=lambda c: (-fused[c], c))
@@ -366,31 +355,6 @@ class Searcher:
 
 def _masked(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return scores if allowed is None else np.where(allowed, scores, 0.0)
-
-
-def _top(scores: np.ndarray, k: int) -> list[int]:
-    """The k best chunk ids with a positive score, best first (ties: lower id first).
-
-    Partitioning a million scores costs about 10 ms, so the candidates are first cut to those at
-    or above the k-th best of a strided sample: when at least k scores reach that bar, every
-    one of the k best does too (ties included), so the answer is the same. Ties at the k-th
-    score keep the lower ids, as the ordering promises (a bare argpartition picked any of them)."""
-    candidates = np.flatnonzero(scores > 0)
-    k = min(k, len(candidates))
-    if k <= 0:
-        return []
-    sample = scores[candidates[:: _SAMPLE_STRIDE]]
-    if len(candidates) > 4 * _SAMPLE_STRIDE * k and len(sample) > k:
-        bar = np.partition(sample, len(sample) - k)[len(sample) - k]
-        above = candidates[scores[candidates] >= bar]
-        if len(above) >= k:
-            candidates = above
-    values = scores[candidates]
-    kth = np.partition(values, len(values) - k)[len(values) - k]  # the k-th best score
-    better = candidates[values > kth]
-    chosen = np.concatenate([better, candidates[values == kth][: k - len(better)]])  # ties: lower ids
-    ordered: list[int] = chosen[np.lexsort((chosen, -scores[chosen]))].tolist()
-    return ordered
 
 
 def _file_scores(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from index.fusion import RRF_K, rrf, top_k
 from index.hits import merge_hits, pack_hits
-from index.search import RRF_K, _top, rrf
 from index.types import Hit
 
 
@@ -66,5 +66,5 @@ def test_the_k_best_chunks_are_those_of_a_full_sort_ties_to_the_lower_id(seed: i
     scores[rng.random(len(scores)) < 0.5] = 0
     positive = np.flatnonzero(scores > 0)
     for k in (1, 10, 100):
-        assert _top(scores, k) == positive[np.lexsort((positive, -scores[positive]))][:k].tolist()
-    assert _top(np.zeros(10, dtype=np.float32), 5) == []
+        assert top_k(scores, k) == positive[np.lexsort((positive, -scores[positive]))][:k].tolist()
+    assert top_k(np.zeros(10, dtype=np.float32), 5) == []
