@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.paths import reproduce
+
 __all__ = ["main", "recall"]
 
 _OUT = Path(__file__).resolve().parents[1] / "bench" / "out"
@@ -142,8 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for config, row in result["configs"].items():
         print(f"| {config} | {row['build_cpu_s']} | {row['query_cpu_p50_ms']} | {row['recall_at_10']:.3f} "
               f"| {row['recall_at_100']:.3f} | {row[f'recall_at_{args.k}']:.3f} |")
-    command = " ".join(["python -m bench.ann_bench", *(argv if argv is not None else sys.argv[1:])])
-    print(f"wrote {args.out}\nreproduce (from the repository root): {command}")
+    print(f"wrote {args.out}")
+    print(reproduce("bench.ann_bench", argv))
     return 0
 
 

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.paths import reproduce
+
 __all__ = ["main", "run"]
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -115,8 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"torch imported: {row['imported_torch']}")
     verdict = "ok" if result["ratio_hybrid_vs_lexical"] <= 2.5 else "ABOVE 2.5x"
     print(f"hybrid / lexical: {result['ratio_hybrid_vs_lexical']}x ({verdict}); wrote {args.out}")
-    command = " ".join(["python -m bench.cold_bench", *(argv if argv is not None else sys.argv[1:])])
-    print(f"reproduce (from the repository root): {command}")
+    print(reproduce("bench.cold_bench", argv))
     return 0
 
 

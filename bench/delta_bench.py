@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.paths import reproduce
+
 _ROOT = Path(__file__).resolve().parents[1]
 _OUT = _ROOT / "bench" / "out"
 
@@ -110,8 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"| {r['same_top10_files']} | {r['same_top10_file_sets']} | {r['same_top10_lexical_hits']} "
               f"| {r['delta_reindex_cpu_s']} | {r['full_rebuild_cpu_s']} |")
     print(f"total: {total}")
-    command = " ".join(["python -m bench.delta_bench", *(argv if argv is not None else sys.argv[1:])])
-    print(f"wrote {args.out}\nreproduce (from the repository root): {command}")
+    print(f"wrote {args.out}")
+    print(reproduce("bench.delta_bench", argv))
     return 0
 
 

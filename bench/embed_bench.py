@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.paths import reproduce
 from index.embed import EmbeddingCache, HashEmbedder, embed_with_cache, load_embedder
 
 __all__ = ["collect_chunks", "derive_query", "main", "recall_at", "run"]
@@ -383,8 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{q['queries']} queries {q['query_kinds']} over {q['corpus_chunks']} chunks; "
           f"{result['seconds']} s in all; torch threads {result['torch_threads']}; load average "
           f"{result['load_average_before']} before the timings, {result['load_average_after']} after; wrote {args.out}")
-    command = " ".join(["python -m bench.embed_bench", *(argv if argv is not None else sys.argv[1:])])
-    print(f"reproduce (from the repository root): {command}")
+    print(reproduce("bench.embed_bench", argv))
     return 0
 
 

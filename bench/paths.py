@@ -10,11 +10,14 @@ steering checkout's `../shared/bench`) or to the cache folder (`$BRIDGE_HOME/ben
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from index.store import default_home
 
-__all__ = ["OUT", "REPO", "bench_home", "corpora", "materialize_script", "mirrors", "questions", "shared_bench"]
+__all__ = ["OUT", "REPO", "bench_home", "corpora", "materialize_script", "mirrors", "questions", "reproduce",
+           "shared_bench"]
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"  # JSON and tables of each run (git-ignored)
@@ -43,3 +46,9 @@ def corpora() -> Path:
 def mirrors() -> Path:
     """Bare git mirrors as OWNER+NAME/repo (the shape `git clone --mirror` and the fetch tool give)."""
     return bench_home() / "mirrors"
+
+
+def reproduce(module: str, argv: Sequence[str] | None) -> str:
+    """The line every benchmark ends with: the command that gave its figures, for bench/RESULTS.md."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    return "reproduce (from the repository root): " + " ".join(["python -m", module, *args])

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.paths import reproduce
+
 __all__ = ["main", "synthetic"]
 
 _OUT = Path(__file__).resolve().parent / "out"
@@ -93,8 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
-    command = " ".join(["python -m bench.postings_bench", *(argv if argv is not None else sys.argv[1:])])
-    print(f"reproduce (from the repository root): {command}")
+    print(reproduce("bench.postings_bench", argv))
     return 0
 
 

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.paths import reproduce
+
 __all__ = ["main", "make_tree"]
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -234,8 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'measure':<28}" + "".join(f"{e['engine']:>14}" for e in result["engines"]))
     for key in keys:
         print(f"{key:<28}" + "".join(f"{e.get(key)!s:>14}" for e in result["engines"]))
-    command = " ".join(["python -m bench.scale_bench", *(argv if argv is not None else sys.argv[1:])])
-    print(f"wrote {args.out}\nreproduce (from the repository root): {command}")
+    print(f"wrote {args.out}")
+    print(reproduce("bench.scale_bench", argv))
     return 0
 
 

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.paths import reproduce
+
 __all__ = ["main", "static_copy"]
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -211,8 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "same_hits" in result:
         print(f"same hits as the reference (of {len(whole)}): {result['same_hits']}; "
               f"lexical scores within 1e-4: {result['same_lexical_hits_1e-4']}")
-    command = " ".join(["python -m bench.scale_query_bench", *(argv if argv is not None else sys.argv[1:])])
-    print(f"wrote {args.out}\nreproduce (from the repository root): {command}")
+    print(f"wrote {args.out}")
+    print(reproduce("bench.scale_query_bench", argv))
     return 0
 
 
