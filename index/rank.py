@@ -43,6 +43,7 @@ __all__ = [
     "SIGNALS",
     "FileEvidence",
     "QueryClues",
+    "QueryEvidence",
     "extract_clues",
     "fuse",
     "is_auxiliary",
@@ -158,6 +159,17 @@ def _order(values: np.ndarray, keep: np.ndarray | None = None) -> list[int]:
     return order
 
 
+@dataclass(frozen=True)
+class QueryEvidence:
+    """What one question found chunk by chunk: everything the file ranking is computed from."""
+
+    query: str
+    chunk_scores: np.ndarray  # BM25 of the whole question, per chunk id
+    title_scores: np.ndarray | None = None  # BM25 of its first line, when it has several
+    dense: Sequence[tuple[int, float]] = ()  # the nearest chunks and their cosine
+    history: np.ndarray | None = None  # summed votes of similar past commits, per file
+
+
 class FileEvidence:
     """The file-level view of one index generation; the lookup tables are built on first use."""
 
@@ -188,23 +200,19 @@ class FileEvidence:
 
     def rank(
         self,
-        query: str,
-        chunk_scores: np.ndarray,
-        title_scores: np.ndarray | None,
-        dense: Sequence[tuple[int, float]],
+        found: QueryEvidence,
         allowed: np.ndarray | None = None,
         weights: Mapping[str, float] = SIGNALS,
-        history: np.ndarray | None = None,
         ranker: Ranker | None = None,
     ) -> FileScores:
-        """Score of every file with some evidence (`allowed`: a mask over files; `history`: summed
-        past-commit votes per file). With a `ranker`, the RERANK best files by fused score are
+        """Score of every file with some evidence (`allowed`: a mask over files). With a `ranker`,
+        the RERANK best files by fused score are
         re-ordered by it and scored above the rest (scores in (1, 2]); the rest keep the fused
         order (scores in (0, 1]). A question of one line keeps the fused order: the ranker was
         trained on bug reports, every one a title and a body, and its title features are empty
         for a single line."""
-        fused, rows, features = self.candidates(query, chunk_scores, title_scores, dense, allowed, weights, history)
-        if ranker is None or not len(fused) or title_of(query) is None:
+        fused, rows, features = self.candidates(found, allowed, weights)
+        if ranker is None or not len(fused) or title_of(found.query) is None:
             return fused
         learned = ranker.scores(features)
         # `rows` are the best of `fused`; the rest scale by the largest fused score, rows[0]'s.
@@ -213,21 +221,14 @@ class FileEvidence:
         return FileScores(fused.files, scores)
 
     def candidates(
-        self,
-        query: str,
-        chunk_scores: np.ndarray,
-        title_scores: np.ndarray | None,
-        dense: Sequence[tuple[int, float]],
-        allowed: np.ndarray | None = None,
-        weights: Mapping[str, float] = SIGNALS,
-        history: np.ndarray | None = None,
+        self, found: QueryEvidence, allowed: np.ndarray | None = None, weights: Mapping[str, float] = SIGNALS
     ) -> tuple[FileScores, np.ndarray, np.ndarray]:
         """(fused score of every file with evidence, the RERANK best of them, their FEATURES rows).
 
         Every signal's ranking is an array, ordered once; the fused scores stay an array of which
         only the RERANK best are sorted (index/filescores.py): exactly the order and the scores
         that sorting every file gave, at a fraction of the cost at 50k files."""
-        values = self.values(query, chunk_scores, title_scores, dense, history)
+        values = self.values(found)
         rankings = {}
         for name, v in values.items():
             keep = np.isfinite(v) if name == "dense" else v > 0
@@ -244,34 +245,22 @@ class FileEvidence:
             rows, rankings, {**values, "dense": np.where(np.isfinite(dense_values), np.maximum(dense_values, 0.0), 0.0)},
             score, named, demoted, values["history"], self.path_facts(),
         )
-        return fused, rows, np.hstack([features, self.clue_features(query, rows, chunk_scores, title_scores, dense)])
+        return fused, rows, np.hstack([features, self.clue_features(found, rows)])
 
-    def clue_features(
-        self, query: str, rows: np.ndarray, chunk_scores: np.ndarray, title_scores: np.ndarray | None,
-        dense: Sequence[tuple[int, float]],
-    ) -> np.ndarray:
+    def clue_features(self, found: QueryEvidence, rows: np.ndarray) -> np.ndarray:
         """CLUE_FEATURES and AGGREGATE_FEATURES of index/clues.py for the candidate files `rows`."""
+        query, title_scores, dense = found.query, found.title_scores, found.dense
         title = title_of(query)
         named = frozenset(self.mentioned(extract_clues(title))) if title else frozenset()
         last = frozenset(self.last_mentioned(extract_clues(query)))
         clues = clue_matrix(self.paths, rows, query, title, named, last, self._definition_table())
         title_per_file = self._per_file(title_scores, np.add) / self._sqrt_counts if title_scores is not None else None
         dense_ids = np.fromiter((cid for cid, _ in dense), dtype=np.int64, count=len(dense))
-        return np.hstack([clues, aggregate_matrix(rows, self.chunk_file, title_per_file, chunk_scores, dense_ids)])
+        return np.hstack([clues, aggregate_matrix(rows, self.chunk_file, title_per_file, found.chunk_scores, dense_ids)])
 
-    def rankings(
-        self, query: str, chunk_scores: np.ndarray, title_scores: np.ndarray | None, dense: Sequence[tuple[int, float]],
-        history: np.ndarray | None = None,
-    ) -> dict[str, list[int]]:
-        """Each signal's file ranking (file numbers, best first)."""
-        values = self.values(query, chunk_scores, title_scores, dense, history)
-        return {name: _order(v, np.isfinite(v) if name == "dense" else None) for name, v in values.items()}
-
-    def values(
-        self, query: str, chunk_scores: np.ndarray, title_scores: np.ndarray | None, dense: Sequence[tuple[int, float]],
-        history: np.ndarray | None = None,
-    ) -> dict[str, np.ndarray]:
+    def values(self, found: QueryEvidence) -> dict[str, np.ndarray]:
         """Each signal's value per file (0, or -inf for dense, where it has no evidence)."""
+        chunk_scores, title_scores, dense, history = found.chunk_scores, found.title_scores, found.dense, found.history
         n = len(self.paths)
         best, total = self._per_file(chunk_scores, np.maximum), self._per_file(chunk_scores, np.add)
         title = self._per_file(title_scores, np.maximum) if title_scores is not None else np.zeros(n)
@@ -280,7 +269,7 @@ class FileEvidence:
             ids = np.fromiter((cid for cid, _ in dense), dtype=np.int64, count=len(dense))
             similarity = np.fromiter((sim for _, sim in dense), dtype=np.float64, count=len(dense))
             np.maximum.at(near, self.chunk_file[ids], similarity)
-        clues = extract_clues(query)
+        clues = extract_clues(found.query)
         return {
             "chunks": best,
             "files": total / self._sqrt_counts,

@@ -28,7 +28,7 @@ from index.focus import focus
 from index.fusion import rrf, top_k
 from index.history import History, vote_scores
 from index.hits import merge_hits, pack_hits
-from index.rank import DENSE_CHUNKS, SIGNALS, title_of
+from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence, title_of
 from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
 from index.store import Manifest
@@ -300,8 +300,8 @@ class Searcher:
         scores, near = self._retrieve(gen, text, "hybrid", None)
         title = title_of(text)
         title_scores = gen.bm25(terms(title), None) if title else None
-        _, rows, features = gen.files.candidates(text, scores, title_scores, near, None, SIGNALS,
-                                                 self._votes(gen, text).scores)
+        found = QueryEvidence(text, scores, title_scores, near, self._votes(gen, text).scores)
+        _, rows, features = gen.files.candidates(found)
         return [gen.files.paths[f] for f in rows.tolist()], features
 
     def _has_vectors(self, gen: Generation) -> bool:
@@ -369,7 +369,7 @@ def _file_scores(
         has_chunks = files.n_chunks > 0
         file_allowed = np.zeros(len(files.paths), dtype=bool)
         file_allowed[has_chunks] = allowed[files.first_chunk[has_chunks]]
-    return files.rank(query, scores, title_scores, near, file_allowed, weights, history, ranker)
+    return files.rank(QueryEvidence(query, scores, title_scores, near, history), file_allowed, weights, ranker)
 
 
 def _with_evidence(hits: list[Hit], votes: _Votes) -> list[Hit]:

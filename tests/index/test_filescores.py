@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from index.filescores import FileScores, best_first, ordered
-from index.rank import AUXILIARY_FACTOR, SIGNALS, FileEvidence, fuse, title_of
+from index.rank import AUXILIARY_FACTOR, SIGNALS, FileEvidence, QueryEvidence, fuse, title_of
 from index.ranker import RERANK, feature_matrix, load_ranker
 
 
@@ -96,15 +96,16 @@ def test_the_file_ranking_is_exactly_that_of_full_sorts_scores_included(seed: in
     if seed % 3 == 0:
         query = query.splitlines()[1]  # one line: the fused order, no second stage
     allowed = rng.random(900) < 0.7 if seed % 4 == 1 else None
-    values = ev.values(query, chunk_scores, title_scores, dense, history)
+    found = QueryEvidence(query, chunk_scores, title_scores, dense, history)
+    values = ev.values(found)
     def clues(rows: np.ndarray) -> np.ndarray:
-        return ev.clue_features(query, rows, chunk_scores, title_scores, dense)
+        return ev.clue_features(found, rows)
 
     expected = reference_rank(ev, query, values, allowed, True, clues)
-    got = ev.rank(query, chunk_scores, title_scores, dense, allowed, SIGNALS, history, load_ranker())
+    got = ev.rank(found, allowed, SIGNALS, load_ranker())
     assert dict(got) == expected  # the same files with the same scores, to the last bit
     assert got.ordered().tolist() == sorted(expected, key=lambda i: (-expected[i], i))
-    fused = ev.rank(query, chunk_scores, title_scores, dense, allowed, SIGNALS, history)
+    fused = ev.rank(found, allowed, SIGNALS)
     assert dict(fused) == reference_rank(ev, query, values, allowed, False, clues)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from index.rank import FileEvidence
+from index.rank import FileEvidence, QueryEvidence
 from index.ranker import FEATURES, RERANK, Ranker, load_ranker
 
 
@@ -35,10 +35,10 @@ def test_a_model_for_other_features_is_not_used() -> None:
 def test_the_model_reorders_the_fused_files_and_keeps_their_scores_above_the_rest() -> None:
     files = evidence(["pkg/a.py", "pkg/b.py", "pkg/c.py"])
     chunk_scores = np.array([3.0, 2.0, 1.0])
-    fused = files.rank(REPORT, chunk_scores, None, [])
+    fused = files.rank(QueryEvidence(REPORT, chunk_scores))
     assert sorted(fused, key=lambda f: -fused[f]) == [0, 1, 2]
     history = np.array([0.0, 0.0, 5.0])  # only c.py was touched by similar past commits
-    learned = files.rank(REPORT, chunk_scores, None, [], history=history, ranker=only("history_relative"))
+    learned = files.rank(QueryEvidence(REPORT, chunk_scores, history=history), ranker=only("history_relative"))
     assert max(learned, key=lambda f: learned[f]) == 2
     assert all(1.0 < score <= 2.0 for score in learned.values())
 
@@ -47,7 +47,7 @@ def test_files_past_the_reranked_ones_keep_the_fused_order_below_them() -> None:
     n = RERANK + 20
     files = evidence([f"pkg/m{i}.py" for i in range(n)])
     chunk_scores = np.linspace(2.0, 1.0, n)
-    learned = files.rank(REPORT, chunk_scores, None, [], ranker=only("chunks_inv_rank"))
+    learned = files.rank(QueryEvidence(REPORT, chunk_scores), ranker=only("chunks_inv_rank"))
     order = sorted(learned, key=lambda f: (-learned[f], f))
     assert order[RERANK:] == list(range(RERANK, n))
     assert min(learned[f] for f in order[:RERANK]) > max(learned[f] for f in order[RERANK:])
@@ -58,10 +58,10 @@ def test_a_question_of_one_line_keeps_the_fused_order_the_model_was_not_trained_
     chunk_scores = np.array([3.0, 2.0, 1.0])
     history = np.array([0.0, 0.0, 5.0])
     ranker = only("history_relative")
-    one_line = files.rank("where is c", chunk_scores, None, [], history=history, ranker=ranker)
-    assert one_line == files.rank("where is c", chunk_scores, None, [], history=history)
+    one_line = files.rank(QueryEvidence("where is c", chunk_scores, history=history), ranker=ranker)
+    assert one_line == files.rank(QueryEvidence("where is c", chunk_scores, history=history))
     assert max(one_line, key=lambda f: one_line[f]) == 0
-    report = files.rank("where is c\nit breaks", chunk_scores, None, [], history=history, ranker=ranker)
+    report = files.rank(QueryEvidence("where is c\nit breaks", chunk_scores, history=history), ranker=ranker)
     assert max(report, key=lambda f: report[f]) == 2
 
 
