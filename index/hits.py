@@ -1,14 +1,53 @@
-"""What a search does with its ranked chunks: merge neighbours of one file, pack under a token budget."""
+"""What a search does with its ranked chunks: the best chunk of each best file first (hybrid), merge
+neighbours of one file, pack under a token budget."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+import numpy as np
+
+from index.filescores import FileScores
+from index.rank import FileEvidence
 from index.tokenize import estimate_tokens
 from index.types import Hit
 
-__all__ = ["fit_prefix", "merge_hits", "pack_hits"]
+__all__ = ["files_first", "fit_prefix", "merge_hits", "pack_hits"]
+
+
+def files_first(
+    files: FileEvidence, file_score: FileScores, scores: np.ndarray, order: list[int], fused: dict[int, float], k: int
+) -> tuple[list[int], dict[int, float]]:
+    """The best chunk of each of the k best files, by file score; then the other chunks, scored lower.
+
+    Only the best files are put in order (a few more than k: a file without chunks is skipped),
+    not every file with evidence; more are taken only when those run out."""
+    best_chunk: dict[int, int] = {}
+    for cid in order:
+        best_chunk.setdefault(int(files.chunk_file[cid]), cid)
+    chosen: dict[int, float] = {}
+    wanted = 2 * k
+    seen = 0
+    while len(chosen) < k and seen < len(file_score):
+        best = file_score.best(wanted)
+        at = np.searchsorted(file_score.files, best)
+        for f, value in zip(best[seen:].tolist(), file_score.scores[at[seen:]].tolist()):
+            if len(chosen) == k:
+                break
+            first, n = int(files.first_chunk[f]), int(files.n_chunks[f])
+            if n == 0:
+                continue
+            chunk = best_chunk.get(f)
+            if chunk is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
+                chunk = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
+            chosen[chunk] = value
+        seen, wanted = len(best), 4 * wanted
+    rest = [c for c in order if c not in chosen]
+    if rest:  # below every chosen chunk, in chunk order
+        floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
+        chosen.update((c, fused[c] * floor) for c in rest)
+    return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
 
 
 def merge_hits(hits: list[Hit]) -> list[Hit]:

@@ -27,7 +27,7 @@ from index.filescores import FileScores
 from index.focus import focus
 from index.fusion import rrf, top_k
 from index.history import History, vote_scores
-from index.hits import merge_hits, pack_hits
+from index.hits import files_first, merge_hits, pack_hits
 from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence, title_of
 from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
@@ -264,7 +264,7 @@ class Searcher:
         if mode == "hybrid":
             votes = self._votes(gen, text)
             file_score = _file_scores(gen, text, scores, near, allowed, SIGNALS, votes.scores, self.ranker)
-            order, fused = _files_first(gen, file_score, scores, order, fused, k)
+            order, fused = files_first(gen.files, file_score, scores, order, fused, k)
         hits = _with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits, truncated = pack_hits(hits, max_tokens)
         took = (time.perf_counter() - t0) * 1000 - load_ms
@@ -379,41 +379,6 @@ def _with_evidence(hits: list[Hit], votes: _Votes) -> list[Hit]:
     history = votes.history
     return [replace(h, evidence=(history.describe(votes.by_path[h.path]),)) if h.path in votes.by_path else h
             for h in hits]
-
-
-def _files_first(
-    gen: Generation, file_score: FileScores, scores: np.ndarray, order: list[int], fused: dict[int, float], k: int
-) -> tuple[list[int], dict[int, float]]:
-    """The best chunk of each of the k best files, by file score; then the other chunks, scored lower.
-
-    Only the best files are put in order (a few more than k: a file without chunks is skipped),
-    not every file with evidence; more are taken only when those run out."""
-    files = gen.files
-    best_chunk: dict[int, int] = {}
-    for cid in order:
-        best_chunk.setdefault(int(files.chunk_file[cid]), cid)
-    chosen: dict[int, float] = {}
-    wanted = 2 * k
-    seen = 0
-    while len(chosen) < k and seen < len(file_score):
-        best = file_score.best(wanted)
-        at = np.searchsorted(file_score.files, best)
-        for f, value in zip(best[seen:].tolist(), file_score.scores[at[seen:]].tolist()):
-            if len(chosen) == k:
-                break
-            first, n = int(files.first_chunk[f]), int(files.n_chunks[f])
-            if n == 0:
-                continue
-            chunk = best_chunk.get(f)
-            if chunk is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
-                chunk = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
-            chosen[chunk] = value
-        seen, wanted = len(best), 4 * wanted
-    rest = [c for c in order if c not in chosen]
-    if rest:  # below every chosen chunk, in chunk order
-        floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
-        chosen.update((c, fused[c] * floor) for c in rest)
-    return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
 
 
 def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:

@@ -110,15 +110,14 @@ def test_the_file_ranking_is_exactly_that_of_full_sorts_scores_included(seed: in
 
 
 def test_hybrid_answers_skip_files_without_chunks_however_many_rank_first() -> None:
-    from types import SimpleNamespace
 
-    from index.search import _files_first
+    from index.hits import files_first
 
     counts = np.array([0] * 12 + [2, 1, 3])  # the 12 best files have no chunk (named, but empty)
     ev = FileEvidence([f"pkg/m{i}.py" for i in range(15)], np.concatenate(([0], np.cumsum(counts)[:-1])), counts,
                       lambda: [])
     scores = FileScores(np.arange(15), np.linspace(2.0, 1.0, 15))
     chunk_scores = np.array([0.5, 0.9, 0.1, 0.2, 0.8, 0.3])
-    order, chosen = _files_first(SimpleNamespace(files=ev), scores, chunk_scores, [], {}, k=3)  # type: ignore[arg-type]
+    order, chosen = files_first(ev, scores, chunk_scores, [], {}, k=3)
     assert order == [1, 2, 4]  # the best chunk of files 12, 13 and 14, in their files' order
     assert [chosen[c] for c in order] == [scores[12], scores[13], scores[14]]
