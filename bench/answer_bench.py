@@ -31,60 +31,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from bench.answer_scoring import Question, Scored, by_repo, load_questions, score, summary, table
 from bench.paths import OUT, REPO, bench_home
-from bridge.chat.answers import LoopGuard, Span, check_citations, finish_answer, has_loop
+from bridge.chat.answers import LoopGuard, Span, finish_answer
 from bridge.chat.prompt import render_question, render_snippet, system_prompt
 from bridge.chat.session import ChatSession, open_runtime, pick_sources
 from bridge.chat.settings import Settings, load_settings
 from bridge.llm.runtime import Message, Runtime, decoding_for
 
 QUESTIONS = REPO / "bench" / "answer_questions.jsonl"
-
-
-@dataclass(frozen=True, slots=True)
-class Question:
-    id: str
-    repo: str
-    query: str
-    gold_files: tuple[str, ...]
-    answer_contains: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Scored:
-    id: str
-    arm: str
-    answer: str  # as shown
-    model_text: str
-    looped: bool
-    shown_loop: bool
-    cites_source: bool  # the model's text, with the grammar-picked Sources line when there is one
-    free_cites: bool  # the model's free text alone, before any grammar-picked line
-    grammar_pick: bool  # a Sources line was picked under the grammar
-    unknown_citations: int
-    contains: bool
-    gold_in_context: bool
-    usable: bool
-    prompt_tokens: int
-    cached_tokens: int
-    completion_tokens: int
-    seconds: float
-
-
-def load_questions(path: Path) -> list[Question]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [
-        Question(r["id"], r["repo"], r["query"], tuple(r["gold_files"]), tuple(r.get("answer_contains", ())))
-        for r in rows
-    ]
 
 
 # --- repositories ------------------------------------------------------------------------------
@@ -176,39 +138,6 @@ def full_context(
     return "".join(blocks), tuple(spans)
 
 
-def contains_all(text: str, needles: Sequence[str]) -> bool:
-    low = text.lower()
-    return all(n.lower() in low for n in needles)
-
-
-def gold_hit(spans: Sequence[Span], gold: Sequence[str]) -> bool:
-    return any(s.path == g for s in spans for g in gold)
-
-
-def score(
-    q: Question, arm: str, answer: Any, spans: Sequence[Span], generation: Any, seconds: float, picked: bool
-) -> Scored:
-    return Scored(
-        id=q.id,
-        arm=arm,
-        answer=answer.text,
-        model_text=answer.model_text,
-        looped=answer.looped or has_loop(answer.model_text),
-        shown_loop=has_loop(answer.text),
-        cites_source=answer.citations.cited_sources,
-        free_cites=check_citations(generation.text, spans).cited_sources,
-        grammar_pick=picked,
-        unknown_citations=len(answer.citations.unknown),
-        contains=contains_all(answer.model_text, q.answer_contains),
-        gold_in_context=gold_hit(spans, q.gold_files),
-        usable=answer.usable,
-        prompt_tokens=generation.prompt_tokens,
-        cached_tokens=generation.cached_tokens,
-        completion_tokens=generation.completion_tokens,
-        seconds=round(seconds, 2),
-    )
-
-
 def ask_retrieval(session: ChatSession, q: Question) -> Scored:
     session.reset()
     start = time.perf_counter()
@@ -242,66 +171,6 @@ def room_for_context(runtime: Runtime, settings: Settings, questions: Sequence[Q
     longest = max(runtime.count_tokens(render_question(q.query)) for q in questions)
     fixed = runtime.count_tokens(system_prompt()) + longest + 2 * overhead.per_message + overhead.fixed + 8
     return runtime.info.n_ctx - settings.answer_reserve - fixed
-
-
-# --- report ------------------------------------------------------------------------------------
-
-
-def summary(rows: Sequence[Scored]) -> dict[str, Any]:
-    n = len(rows)
-
-    def rate(flag: str) -> float:
-        return round(sum(bool(getattr(r, flag)) for r in rows) / n, 3) if n else 0.0
-
-    return {
-        "questions": n,
-        "loop_rate": rate("looped"),
-        "shown_loop_rate": rate("shown_loop"),
-        "citation_rate": rate("cites_source"),
-        "free_citation_rate": rate("free_cites"),
-        "grammar_rate": rate("grammar_pick"),
-        "unknown_citation_rate": round(sum(r.unknown_citations > 0 for r in rows) / n, 3) if n else 0.0,
-        "answer_contains_rate": rate("contains"),
-        "gold_in_context_rate": rate("gold_in_context"),
-        "usable_rate": rate("usable"),
-        "median_s": round(statistics.median(r.seconds for r in rows), 2) if n else 0.0,
-        "total_s": round(sum(r.seconds for r in rows), 1),
-        "median_prompt_tokens": statistics.median(r.prompt_tokens for r in rows) if n else 0,
-    }
-
-
-def table(summaries: dict[str, dict[str, Any]]) -> str:
-    keys = [
-        ("questions", "questions"),
-        ("loop_rate", "loop rate (guard fired)"),
-        ("shown_loop_rate", "loop rate of the shown answer"),
-        ("free_citation_rate", "free text cites a given source as path:start-end"),
-        ("citation_rate", "cites a given source (free text or grammar-picked Sources line)"),
-        ("grammar_rate", "Sources line picked under the grammar"),
-        ("unknown_citation_rate", "cites something not given"),
-        ("answer_contains_rate", "answer_contains rate"),
-        ("gold_in_context_rate", "gold file in the prompt"),
-        ("usable_rate", "usable answer"),
-        ("median_prompt_tokens", "median prompt tokens"),
-        ("median_s", "median s per question"),
-        ("total_s", "total s"),
-    ]
-    arms = list(summaries)
-    lines = ["| measure | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
-    for key, label in keys:
-        lines.append(f"| {label} | " + " | ".join(str(summaries[a][key]) for a in arms) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def by_repo(rows: Sequence[Scored], questions: Sequence[Question]) -> dict[str, dict[str, Any]]:
-    repo_of = {q.id: q.repo for q in questions}
-    out: dict[str, dict[str, Any]] = {}
-    for arm in sorted({r.arm for r in rows}):
-        for repo in sorted({repo_of[r.id] for r in rows}):
-            picked = [r for r in rows if r.arm == arm and repo_of[r.id] == repo]
-            if picked:
-                out[f"{arm}/{repo}"] = summary(picked)
-    return out
 
 
 # --- main --------------------------------------------------------------------------------------

@@ -27,7 +27,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.answer_bench import QUESTIONS, contains_all, ensure_index, index_dir_for, load_questions, repo_roots
+from bench.answer_bench import QUESTIONS, ensure_index, index_dir_for, repo_roots
+from bench.answer_scoring import contains_all, load_questions
 from bench.paths import OUT
 from bridge.chat.answers import Span, check_citations, has_loop
 from bridge.chat.budget import Snippet
