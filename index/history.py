@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from index.commit_text import CommitText
 from index.errors import CorruptIndex
 from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
 from index.tokenize import terms
@@ -216,6 +218,8 @@ class History:
         self.commits = tuple(commits)
         self.lexical = lexical
         self.where = where
+        self._lock = threading.Lock()
+        self._text: CommitText | None = None
 
     @staticmethod
     def load(index_dir: Path) -> History | None:
@@ -245,6 +249,20 @@ class History:
             for path in files:
                 out.setdefault(path, []).append((number, share))
         return out
+
+    def commit_text(self) -> CommitText | None:
+        """Every touched file's commit text (index/commit_text.py), built on first use from the
+        stored message terms; None when those cannot be read."""
+        with self._lock:
+            if self._text is None:
+                try:
+                    corpus = TermCorpus.load(self.where)
+                except CorruptIndex:
+                    return None
+                if len(corpus) != len(self.commits):
+                    return None
+                self._text = CommitText.build([c.files for c in self.commits], corpus)
+            return self._text
 
     def describe(self, commits: Sequence[tuple[int, float]], shown: int = 3) -> str:
         """`3 similar past commits: 1a2b3c4d5e fix X; ...` for a hit's evidence."""

@@ -35,7 +35,7 @@ from index.clues import aggregate_matrix, clue_matrix
 from index.filescores import FileScores, mask, ranking
 from index.fusion import RRF_K
 from index.languages import language_for
-from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row
+from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row, relative_columns
 
 __all__ = [
     "AUXILIARY_FACTOR",
@@ -168,6 +168,8 @@ class QueryEvidence:
     title_scores: np.ndarray | None = None  # BM25 of its first line, when it has several
     dense: Sequence[tuple[int, float]] = ()  # the nearest chunks and their cosine
     history: np.ndarray | None = None  # summed votes of similar past commits, per file
+    commit_text: np.ndarray | None = None  # BM25 of the question against each file's commit text
+    commit_title: np.ndarray | None = None  # the same for its first line, when it has several
 
 
 class FileEvidence:
@@ -245,7 +247,8 @@ class FileEvidence:
             rows, rankings, {**values, "dense": np.where(np.isfinite(dense_values), np.maximum(dense_values, 0.0), 0.0)},
             score, named, demoted, values["history"], self.path_facts(),
         )
-        return fused, rows, np.hstack([features, self.clue_features(found, rows)])
+        commit_text = relative_columns(rows, found.commit_text, found.commit_title)
+        return fused, rows, np.hstack([features, self.clue_features(found, rows), commit_text])
 
     def clue_features(self, found: QueryEvidence, rows: np.ndarray) -> np.ndarray:
         """CLUE_FEATURES and AGGREGATE_FEATURES of index/clues.py for the candidate files `rows`."""

@@ -3,8 +3,8 @@
 The hand-set fusion of index/rank.py (every signal weight 1, tests and docs halved) is the first
 stage; its RERANK best files are then scored by w·x over FEATURES (each signal's rank and relative
 score, the fused score, auxiliary and named flags, history votes, path facts, and index/clues.py's
-facts about the file's name and definitions against the title and its share of the best chunks)
-and re-ordered.
+facts about the file's name and definitions against the title and its share of the best chunks,
+and how well its commit text, index/commit_text.py, matches the question) and re-ordered.
 Files past RERANK keep their fused order below the re-ordered ones. A question of one line keeps
 the fused order (index/rank.FileEvidence.rank): every training question is a report of several lines.
 
@@ -27,9 +27,15 @@ import numpy as np
 from index.clues import AGGREGATE_FEATURES, CLUE_FEATURES
 from index.fusion import RRF_K
 
-__all__ = ["FEATURES", "PATH_FACTS", "RERANK", "SIGNAL_NAMES", "Ranker", "feature_matrix", "load_ranker"]
+__all__ = [
+    "COMMIT_TEXT_FEATURES", "FEATURES", "PATH_FACTS", "RERANK", "SIGNAL_NAMES", "Ranker", "feature_matrix", "load_ranker",
+    "relative_columns",
+]
 
 RERANK = 300  # best files of the fused order that the model re-orders
+# How well a candidate's commit text (index/commit_text.py) matches the question and its title,
+# each relative to the best candidate's (0 without history).
+COMMIT_TEXT_FEATURES = ("commit_text", "commit_title")
 SIGNAL_NAMES = ("chunks", "files", "title", "mentions", "definitions", "dense", "history")
 PATH_FACTS = ("auxiliary", "test", "doc", "not_code", "init", "depth", "log_chunks")
 FEATURES = (
@@ -38,6 +44,7 @@ FEATURES = (
     *PATH_FACTS,
     *CLUE_FEATURES,
     *AGGREGATE_FEATURES,
+    *COMMIT_TEXT_FEATURES,
 )
 
 
@@ -101,6 +108,19 @@ def feature_matrix(
         np.ones(len(rows)),
     ])
     return np.hstack([*parts, extra, path_facts[rows]])
+
+
+def relative_columns(rows: np.ndarray, *per_file: np.ndarray | None) -> np.ndarray:
+    """One column per array of values per file: the values of `rows` over their largest (0 where
+    the array is None or no row has a positive value)."""
+    out = np.zeros((len(rows), len(per_file)))
+    for column, values in enumerate(per_file):
+        if values is not None and len(rows):
+            picked = values[rows]
+            top = float(picked.max())
+            if top > 0:
+                out[:, column] = picked / top
+    return out
 
 
 def path_fact_row(path: str, auxiliary: bool, test: bool, doc: bool, not_code: bool, n_chunks: int) -> list[float]:

@@ -51,11 +51,17 @@ _STALE_TTL = 2.0  # seconds a staleness count is reused; stat-ing every file per
 
 @dataclass(frozen=True)
 class _Votes:
-    """Past commits like the query, per file: the history signal and the hits' evidence."""
+    """Past commits like the query, per file: the history signal and the hits' evidence; and how
+    well each file's commit text (index/commit_text.py) matches the query and its title."""
 
     history: History | None
     by_path: dict[str, list[tuple[int, float]]]
     scores: np.ndarray | None
+    text: np.ndarray | None = None
+    title_text: np.ndarray | None = None
+
+
+_NO_VOTES = _Votes(None, {}, None)
 
 
 def _glob_mask(gen: Generation, path_glob: str | None) -> np.ndarray | None:
@@ -150,18 +156,29 @@ class Searcher:
     def _votes(self, gen: Generation, query: str) -> _Votes:
         history = self.history()
         if history is None:
-            return _Votes(None, {}, None)
-        by_path = history.votes(terms(query))
-        return _Votes(history, by_path, vote_scores(by_path, self._numbers, len(gen.files.paths)))
+            return _NO_VOTES
+        query_terms, n = terms(query), len(gen.files.paths)
+        by_path = history.votes(query_terms)
+        votes = vote_scores(by_path, self._numbers, n)
+        text = history.commit_text()
+        if text is None:
+            return _Votes(history, by_path, votes)
+        title = title_of(query)
+        return _Votes(history, by_path, votes, text.scores(query_terms, self._numbers, n),
+                      text.scores(terms(title), self._numbers, n) if title else None)
 
     def warm(self) -> None:
         """Load the live generation and everything a hybrid search reads from it (vectors, file
-        tables), so that the first search after a re-index does not pay for loading them."""
+        tables, the history's commit text), so that the first search after a re-index does not pay
+        for loading them."""
         self.refresh()
         gen = self._gen
         assert gen is not None
         gen.vectors()
         gen.files.prepare()
+        history = self.history()
+        if history is not None:
+            history.commit_text()
 
     def embedded_chunks(self) -> int:
         assert self._gen is not None
@@ -260,10 +277,10 @@ class Searcher:
         dense = [cid for cid, _ in near[:_CANDIDATES]]
         fused = rrf([r for r in (lexical, dense) if r])
         order = sorted(fused, key=lambda c: (-fused[c], c))
-        votes = _Votes(None, {}, None)
+        votes = _NO_VOTES
         if mode == "hybrid":
             votes = self._votes(gen, text)
-            file_score = _file_scores(gen, text, scores, near, allowed, SIGNALS, votes.scores, self.ranker)
+            file_score = _file_scores(gen, text, scores, near, allowed, SIGNALS, votes, self.ranker)
             order, fused = files_first(gen.files, file_score, scores, order, fused, k)
         hits = _with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits, truncated = pack_hits(hits, max_tokens)
@@ -284,7 +301,7 @@ class Searcher:
         text = focus(query)
         scores, near = self._retrieve(gen, text, "hybrid", allowed)
         ranker = self.ranker if learned else None
-        file_score = _file_scores(gen, text, scores, near, allowed, weights, self._votes(gen, text).scores, ranker)
+        file_score = _file_scores(gen, text, scores, near, allowed, weights, self._votes(gen, text), ranker)
         order = file_score.ordered()
         at = np.searchsorted(file_score.files, order)
         return list(zip([gen.files.paths[f] for f in order.tolist()], file_score.scores[at].tolist()))
@@ -298,10 +315,7 @@ class Searcher:
         assert gen is not None
         text = focus(query)
         scores, near = self._retrieve(gen, text, "hybrid", None)
-        title = title_of(text)
-        title_scores = gen.bm25(terms(title), None) if title else None
-        found = QueryEvidence(text, scores, title_scores, near, self._votes(gen, text).scores)
-        _, rows, features = gen.files.candidates(found)
+        _, rows, features = gen.files.candidates(_evidence(gen, text, scores, near, None, self._votes(gen, text)))
         return [gen.files.paths[f] for f in rows.tolist()], features
 
     def _has_vectors(self, gen: Generation) -> bool:
@@ -357,19 +371,24 @@ def _masked(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return scores if allowed is None else np.where(allowed, scores, 0.0)
 
 
-def _file_scores(
-    gen: Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
-    weights: Mapping[str, float], history: np.ndarray | None = None, ranker: Ranker | None = None,
-) -> FileScores:
-    files = gen.files
+def _evidence(gen: Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]],
+              allowed: np.ndarray | None, votes: _Votes) -> QueryEvidence:
     title = title_of(query)
     title_scores = _masked(gen.bm25(terms(title), allowed), allowed) if title else None
+    return QueryEvidence(query, scores, title_scores, near, votes.scores, votes.text, votes.title_text)
+
+
+def _file_scores(
+    gen: Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
+    weights: Mapping[str, float], votes: _Votes = _NO_VOTES, ranker: Ranker | None = None,
+) -> FileScores:
+    files = gen.files
     file_allowed = None
     if allowed is not None:
         has_chunks = files.n_chunks > 0
         file_allowed = np.zeros(len(files.paths), dtype=bool)
         file_allowed[has_chunks] = allowed[files.first_chunk[has_chunks]]
-    return files.rank(QueryEvidence(query, scores, title_scores, near, history), file_allowed, weights, ranker)
+    return files.rank(_evidence(gen, query, scores, near, allowed, votes), file_allowed, weights, ranker)
 
 
 def _with_evidence(hits: list[Hit], votes: _Votes) -> list[Hit]:

@@ -9,7 +9,7 @@ import pytest
 
 from index.filescores import FileScores, best_first, ordered
 from index.rank import AUXILIARY_FACTOR, SIGNALS, FileEvidence, QueryEvidence, fuse, title_of
-from index.ranker import RERANK, feature_matrix, load_ranker
+from index.ranker import RERANK, feature_matrix, load_ranker, relative_columns
 
 
 def by_sorting(ids: np.ndarray, values: np.ndarray) -> list[int]:
@@ -54,7 +54,8 @@ def random_evidence(rng: np.random.Generator, n: int) -> FileEvidence:
 def reference_rank(ev: FileEvidence, query: str, values: dict[str, np.ndarray], allowed: np.ndarray | None,
                    ranked: bool, clue_features: Callable[[np.ndarray], np.ndarray]) -> dict[int, float]:
     """The file ranking as it was computed before scores became arrays: full sorts and dicts.
-    `clue_features` gives index/clues.py's columns for the candidates (what this checks is the order)."""
+    `clue_features` gives index/clues.py's and the commit text's columns for the candidates (what this
+    checks is the order)."""
     n = len(ev.paths)
     rankings: dict[str, list[int]] = {}
     for name, v in values.items():
@@ -96,10 +97,11 @@ def test_the_file_ranking_is_exactly_that_of_full_sorts_scores_included(seed: in
     if seed % 3 == 0:
         query = query.splitlines()[1]  # one line: the fused order, no second stage
     allowed = rng.random(900) < 0.7 if seed % 4 == 1 else None
-    found = QueryEvidence(query, chunk_scores, title_scores, dense, history)
+    commit_text = np.round(rng.random(900) * 5, 1) * (rng.random(900) < 0.2)
+    found = QueryEvidence(query, chunk_scores, title_scores, dense, history, commit_text, commit_text[::-1].copy())
     values = ev.values(found)
     def clues(rows: np.ndarray) -> np.ndarray:
-        return ev.clue_features(found, rows)
+        return np.hstack([ev.clue_features(found, rows), relative_columns(rows, found.commit_text, found.commit_title)])
 
     expected = reference_rank(ev, query, values, allowed, True, clues)
     got = ev.rank(found, allowed, SIGNALS, load_ranker())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,33 +9,12 @@ import pytest
 from index.build import BuildOptions, build_index
 from index.history import MAX_FILES, History, update_from_git, update_history
 from index.tokenize import terms
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
-           "HOME": str(repo), "PATH": os.environ.get("PATH", "")}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
-
-
-def _commit(repo: Path, files: dict[str, str], message: str) -> str:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD").strip()
+from tests.support.git import commit, git, printer_repo
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    _git(root, "init", "-q")
-    _commit(root, {"pkg/printer.py": "def pretty(x):\n    return str(x)\n"}, "Add the pretty printer")
-    _commit(root, {"pkg/parser.py": "def parse(s):\n    return s\n"}, "Add the parser")
-    _commit(root, {"pkg/printer.py": "def pretty(x):\n    return repr(x)\n"},
-            "Fix pretty printing of nested matrices\n\nThe printer lost brackets around nested matrices.")
-    return root
+    return printer_repo(tmp_path / "repo")
 
 
 def _similar_subjects(history: History, query: str) -> list[str]:
@@ -56,7 +33,7 @@ def test_commits_like_the_question_vote_for_the_files_they_touched(repo: Path, t
 
 def test_a_reindex_reads_only_the_new_commits(repo: Path, tmp_path: Path) -> None:
     update_history(repo, tmp_path / "idx")
-    _commit(repo, {"pkg/parser.py": "def parse(s):\n    return s.strip()\n"}, "Strip whitespace in the parser")
+    commit(repo, {"pkg/parser.py": "def parse(s):\n    return s.strip()\n"}, "Strip whitespace in the parser")
     report = update_history(repo, tmp_path / "idx")
     assert (report.commits, report.new_commits) == (4, 1)
     history = History.load(tmp_path / "idx")
@@ -66,8 +43,8 @@ def test_a_reindex_reads_only_the_new_commits(repo: Path, tmp_path: Path) -> Non
 
 
 def test_history_at_an_old_commit_holds_none_of_the_later_ones(repo: Path, tmp_path: Path) -> None:
-    old = _git(repo, "rev-parse", "HEAD~1").strip()
-    git_dir = Path(_git(repo, "rev-parse", "--absolute-git-dir").strip())
+    old = git(repo, "rev-parse", "HEAD~1").strip()
+    git_dir = Path(git(repo, "rev-parse", "--absolute-git-dir").strip())
     update_from_git(git_dir, old, tmp_path / "idx")
     history = History.load(tmp_path / "idx")
     assert history is not None
@@ -75,12 +52,12 @@ def test_history_at_an_old_commit_holds_none_of_the_later_ones(repo: Path, tmp_p
 
 
 def test_mass_changes_and_merges_are_left_out(repo: Path, tmp_path: Path) -> None:
-    _commit(repo, {f"gen/f{i}.py": f"x = {i}\n" for i in range(MAX_FILES + 1)}, "Reformat everything")
-    _git(repo, "checkout", "-q", "-b", "side")
-    _commit(repo, {"pkg/side.py": "y = 1\n"}, "Side work")
-    _git(repo, "checkout", "-q", "-")
-    _commit(repo, {"pkg/main.py": "z = 1\n"}, "Main work")
-    _git(repo, "merge", "-q", "--no-edit", "side")
+    commit(repo, {f"gen/f{i}.py": f"x = {i}\n" for i in range(MAX_FILES + 1)}, "Reformat everything")
+    git(repo, "checkout", "-q", "-b", "side")
+    commit(repo, {"pkg/side.py": "y = 1\n"}, "Side work")
+    git(repo, "checkout", "-q", "-")
+    commit(repo, {"pkg/main.py": "z = 1\n"}, "Main work")
+    git(repo, "merge", "-q", "--no-edit", "side")
     update_history(repo, tmp_path / "idx")
     history = History.load(tmp_path / "idx")
     assert history is not None

@@ -1,0 +1,66 @@
+"""index/commit_text.py: every file's commit text, ranked against a question."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from index.commit_text import CommitText
+from index.history import History, update_history
+from index.lexical import CorpusBuilder
+from index.rank import FileEvidence, QueryEvidence
+from index.ranker import FEATURES, Ranker
+from index.tokenize import terms
+from tests.support.git import printer_repo
+
+MESSAGES = [
+    ("Fix blueprint names that contain a dot", ("src/blueprints.py",)),
+    ("Raise an error for a dotted blueprint name", ("src/blueprints.py", "tests/test_blueprints.py")),
+    ("Speed up the helpers", ("src/helpers.py",)),
+]
+
+
+def commit_text(messages: list[tuple[str, tuple[str, ...]]] = MESSAGES) -> CommitText:
+    builder = CorpusBuilder()
+    for message, _ in messages:
+        builder.add_terms(terms(message))
+    return CommitText.build([files for _, files in messages], builder.build())
+
+
+def test_the_file_whose_past_commits_speak_of_the_question_scores_highest() -> None:
+    text = commit_text()
+    numbers = {"src/helpers.py": 0, "src/blueprints.py": 1, "src/app.py": 2, "tests/test_blueprints.py": 3}
+    scores = text.scores(terms("blueprint name with a dot is accepted"), numbers, len(numbers))
+    assert int(np.argmax(scores)) == 1
+    assert scores[1] > scores[3] > 0  # two commits on blueprints.py speak of it, one on the test
+    assert scores[0] == 0 and scores[2] == 0  # helpers' commit says none of it; no commit touched app.py
+
+
+def test_files_the_index_no_longer_has_are_left_out_and_empty_input_scores_nothing() -> None:
+    text = commit_text()
+    numbers = {"src/helpers.py": 0}  # blueprints.py was deleted since its commits
+    assert text.scores(terms("blueprint dot"), numbers, 1).tolist() == [0.0]
+    assert text.scores([], numbers, 1).tolist() == [0.0]
+    assert commit_text([]).scores(terms("blueprint"), numbers, 1).tolist() == [0.0]
+
+
+def test_a_history_builds_its_commit_text_from_the_stored_messages_bodies_included(tmp_path: Path) -> None:
+    update_history(printer_repo(tmp_path / "repo"), tmp_path / "idx")
+    history = History.load(tmp_path / "idx")
+    assert history is not None
+    text = history.commit_text()
+    assert text is not None and set(text.paths) == {"pkg/printer.py", "pkg/parser.py"}
+    assert history.commit_text() is text  # built once
+    numbers = {"pkg/parser.py": 0, "pkg/printer.py": 1}
+    scores = text.scores(terms("brackets are lost"), numbers, 2)  # words of a commit body only
+    assert scores[1] > 0 and scores[0] == 0
+
+
+def test_the_second_stage_can_rank_by_the_commit_text_of_the_title() -> None:
+    files = FileEvidence(["a.py", "b.py", "c.py"], np.arange(3, dtype=np.int64), np.ones(3, dtype=np.int64), lambda: [])
+    weights = np.zeros(len(FEATURES))
+    weights[FEATURES.index("commit_title")] = 1.0
+    found = QueryEvidence("a title\nand a body", np.array([3.0, 2.0, 1.0]), commit_title=np.array([0.0, 1.0, 4.0]))
+    learned = files.rank(found, ranker=Ranker(weights, "test"))
+    assert max(learned, key=lambda f: learned[f]) == 2
