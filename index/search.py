@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
 from index.filescores import FileScores
 from index.focus import focus
 from index.fusion import rrf, top_k
-from index.history import History, vote_scores
+from index.history import History
 from index.hits import files_first, merge_hits, pack_hits
 from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence, title_of
 from index.ranker import Ranker, load_ranker
@@ -34,6 +33,7 @@ from index.source import Generation, LocalStore, Store
 from index.store import Manifest
 from index.tokenize import terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
+from index.votes import NO_VOTES, Votes, gather_votes, with_evidence
 
 if TYPE_CHECKING:
     from index.embed import Embedder
@@ -47,21 +47,6 @@ MAX_QUERY_BYTES = 64 * 1024  # a whole bug report with its traceback; one limit 
 DEFAULT_MAX_TOKENS = 600
 _CANDIDATES = 100  # per retriever, before fusion and merging
 _STALE_TTL = 2.0  # seconds a staleness count is reused; stat-ing every file per query is wasteful
-
-
-@dataclass(frozen=True)
-class _Votes:
-    """Past commits like the query, per file: the history signal and the hits' evidence; and how
-    well each file's commit text (index/commit_text.py) matches the query and its title."""
-
-    history: History | None
-    by_path: dict[str, list[tuple[int, float]]]
-    scores: np.ndarray | None
-    text: np.ndarray | None = None
-    title_text: np.ndarray | None = None
-
-
-_NO_VOTES = _Votes(None, {}, None)
 
 
 def _glob_mask(gen: Generation, path_glob: str | None) -> np.ndarray | None:
@@ -153,19 +138,8 @@ class Searcher:
                 self._history = (mtime, History.load(folder))
             return self._history[1]
 
-    def _votes(self, gen: Generation, query: str) -> _Votes:
-        history = self.history()
-        if history is None:
-            return _NO_VOTES
-        query_terms, n = terms(query), len(gen.files.paths)
-        by_path = history.votes(query_terms)
-        votes = vote_scores(by_path, self._numbers, n)
-        text = history.commit_text()
-        if text is None:
-            return _Votes(history, by_path, votes)
-        title = title_of(query)
-        return _Votes(history, by_path, votes, text.scores(query_terms, self._numbers, n),
-                      text.scores(terms(title), self._numbers, n) if title else None)
+    def _votes(self, gen: Generation, query: str) -> Votes:
+        return gather_votes(self.history(), query, self._numbers, len(gen.files.paths))
 
     def warm(self) -> None:
         """Load the live generation and everything a hybrid search reads from it (vectors, file
@@ -277,12 +251,12 @@ class Searcher:
         dense = [cid for cid, _ in near[:_CANDIDATES]]
         fused = rrf([r for r in (lexical, dense) if r])
         order = sorted(fused, key=lambda c: (-fused[c], c))
-        votes = _NO_VOTES
+        votes = NO_VOTES
         if mode == "hybrid":
             votes = self._votes(gen, text)
             file_score = _file_scores(gen, text, scores, near, allowed, SIGNALS, votes, self.ranker)
             order, fused = files_first(gen.files, file_score, scores, order, fused, k)
-        hits = _with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
+        hits = with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits, truncated = pack_hits(hits, max_tokens)
         took = (time.perf_counter() - t0) * 1000 - load_ms
         return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms)
@@ -372,7 +346,7 @@ def _masked(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
 
 
 def _evidence(gen: Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]],
-              allowed: np.ndarray | None, votes: _Votes) -> QueryEvidence:
+              allowed: np.ndarray | None, votes: Votes) -> QueryEvidence:
     title = title_of(query)
     title_scores = _masked(gen.bm25(terms(title), allowed), allowed) if title else None
     return QueryEvidence(query, scores, title_scores, near, votes.scores, votes.text, votes.title_text)
@@ -380,7 +354,7 @@ def _evidence(gen: Generation, query: str, scores: np.ndarray, near: list[tuple[
 
 def _file_scores(
     gen: Generation, query: str, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
-    weights: Mapping[str, float], votes: _Votes = _NO_VOTES, ranker: Ranker | None = None,
+    weights: Mapping[str, float], votes: Votes = NO_VOTES, ranker: Ranker | None = None,
 ) -> FileScores:
     files = gen.files
     file_allowed = None
@@ -389,15 +363,6 @@ def _file_scores(
         file_allowed = np.zeros(len(files.paths), dtype=bool)
         file_allowed[has_chunks] = allowed[files.first_chunk[has_chunks]]
     return files.rank(_evidence(gen, query, scores, near, allowed, votes), file_allowed, weights, ranker)
-
-
-def _with_evidence(hits: list[Hit], votes: _Votes) -> list[Hit]:
-    """Hits whose file similar past commits touched say so, with the commits to check."""
-    if votes.history is None or not votes.by_path:
-        return hits
-    history = votes.history
-    return [replace(h, evidence=(history.describe(votes.by_path[h.path]),)) if h.path in votes.by_path else h
-            for h in hits]
 
 
 def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:
