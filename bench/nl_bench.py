@@ -5,9 +5,12 @@
 
 bench/data/nl_questions.jsonl holds questions written by reading the code of CPython's asyncio
 package, httpx (an installed dependency) and this repository, in words a user would use rather
-than the code's own names; each names its gold file relative to its codebase. The codebases are
-found where Python imports them from (this repository: its own checkout, indexed with its git
-history); `--root NAME=PATH` points one elsewhere. asyncio and httpx are copied first (Python files
+than the code's own names; each names its gold file relative to its codebase. asyncio and httpx
+are found where Python imports them from. This repository is read at BRIDGE_COMMIT, the commit
+whose code its questions were written against (a clone of this checkout, with its git history):
+indexed live, its later refactors moved gold files away and new files joined the competition, so
+the figures drifted from one session to the next. `--root NAME=PATH` points a codebase elsewhere.
+A gold file that the indexed codebase lacks is an error, not a silent miss. asyncio and httpx are copied first (Python files
 only) so that the index sees them as plain folders. `--embedder` picks the vectors: `minilm` (the
 product's default) or `static` (the fast distilled one, as bench.swebench uses). `--keep` updates
 the indexes of an earlier run in the same --work folder instead of rebuilding them (re-embedding only
@@ -24,6 +27,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -46,10 +50,40 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QUESTIONS = Path(__file__).resolve().parent / "data" / "nl_questions.jsonl"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
 MODES = ("lexical", "vector", "hybrid-fused", "hybrid")
+BRIDGE_COMMIT = "fdcfd3fcad47133f9204aab5b9cc37f1c3c2f5c7"  # where bench/data/nl_questions.jsonl was written
+
+
+class BenchError(Exception):
+    """A codebase that cannot be read as the questions expect it; the message says what to do."""
 
 
 def _default_roots() -> dict[str, Path]:
-    return {"asyncio": Path(asyncio.__file__).parent, "httpx": Path(httpx.__file__).parent, "bridge": REPO}
+    return {"asyncio": Path(asyncio.__file__).parent, "httpx": Path(httpx.__file__).parent}
+
+
+def pinned_checkout(repo: Path, commit: str, target: Path) -> Path:
+    """`target` as a clone of `repo` at `commit` (history: the commit's ancestors), reused when it
+    is one already."""
+    head = subprocess.run(["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0 and head.stdout.strip() == commit:
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for command in (["git", "clone", "--quiet", "--shared", "--no-checkout", str(repo), str(target)],
+                    ["git", "-C", str(target), "checkout", "--quiet", "--detach", commit]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BenchError(f"cannot check out {repo} at {commit[:12]} ({done.stderr.strip().splitlines()[-1:]}): "
+                             "use a clone with full history, or --root bridge=PATH")
+    return target
+
+
+def check_gold(questions: Sequence[dict[str, Any]], name: str, paths: set[str]) -> None:
+    """Every gold file of codebase `name`'s questions is among its indexed `paths`."""
+    missing = sorted({g for q in questions if q["codebase"] == name for g in q["gold_files"]} - paths)
+    if missing:
+        raise BenchError(f"{name} lacks gold file(s) {', '.join(missing)}: point --root {name}=PATH at the code "
+                         "the questions were written against")
 
 
 def _copy_python(source: Path, target: Path) -> Path:
@@ -71,10 +105,12 @@ def _rank(searcher: Searcher, query: str, mode: str) -> tuple[list[str], float]:
     return files, (time.perf_counter() - started) * 1000
 
 
-def _selection(root: Path, questions_file: Path) -> Selection:
-    """Leave the questions file out of a codebase that holds it: it repeats every question word for word."""
+def _selection(name: str, root: Path, questions_file: Path) -> Selection:
+    """Leave the questions file out of a codebase that holds it (this repository, live or pinned):
+    it repeats every question word for word."""
+    home = REPO if name == "bridge" else root
     try:
-        return Selection(exclude=(questions_file.resolve().relative_to(root.resolve()).as_posix(), "bench/out/"))
+        return Selection(exclude=(questions_file.resolve().relative_to(home.resolve()).as_posix(), "bench/out/"))
     except ValueError:
         return Selection()
 
@@ -86,12 +122,18 @@ def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log
     ranked: dict[str, dict[str, list[str]]] = {}
     for name in sorted({q["codebase"] for q in questions}):
         source = work / "src" / name
-        root = roots[name] if name == "bridge" else source if keep and source.is_dir() else _copy_python(roots[name], source)
+        if name in roots and name == "bridge":
+            root = roots[name]
+        elif name == "bridge":
+            root = pinned_checkout(REPO, BRIDGE_COMMIT, source)
+        else:
+            root = source if keep and source.is_dir() else _copy_python(roots[name], source)
         index_dir = work / "indexes" / name
-        build_index(root, index_dir, BuildOptions(_selection(root, questions_file), embedder=embedder_spec,
+        build_index(root, index_dir, BuildOptions(_selection(name, root, questions_file), embedder=embedder_spec,
                                                  rebuild=not keep))
         fill_vectors(index_dir, embedder=embedder)
         searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder)
+        check_gold(questions, name, set(searcher.manifest.files))
         history = searcher.history()
         log(f"{name}: indexed {root} ({len(history.commits) if history else 0} past commits)")
         for q in (q for q in questions if q["codebase"] == name):
@@ -139,7 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{time.perf_counter() - started:7.1f}s {message}", file=sys.stderr, flush=True)
 
     questions = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
-    result = run(questions, roots, args.work, log, args.questions, args.embedder, args.keep)
+    try:
+        result = run(questions, roots, args.work, log, args.questions, args.embedder, args.keep)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "nl_bench.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     text = markdown(result["summary"])

@@ -1,0 +1,58 @@
+"""bench/nl_bench.py: the bridge questions read the code they were written against, and a stale
+gold file stops the run instead of counting as a miss."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.nl_bench import BRIDGE_COMMIT, REPO, BenchError, check_gold, pinned_checkout
+from tests.support.git import commit, git, printer_repo
+
+
+def test_a_pinned_checkout_holds_the_commit_and_only_its_ancestors(tmp_path: Path) -> None:
+    repo = printer_repo(tmp_path / "repo")
+    first = git(repo, "rev-list", "--max-parents=0", "HEAD").strip()
+    clone = pinned_checkout(repo, first, tmp_path / "pinned")
+    assert git(clone, "rev-parse", "HEAD").strip() == first
+    assert git(clone, "rev-list", "--count", "HEAD").strip() == "1"
+    assert sorted(p.name for p in (clone / "pkg").iterdir()) == ["printer.py"]
+
+
+def test_a_pinned_checkout_is_reused_at_the_same_commit_and_replaced_at_another(tmp_path: Path) -> None:
+    repo = printer_repo(tmp_path / "repo")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    clone = pinned_checkout(repo, head, tmp_path / "pinned")
+    (clone / "marker").write_text("kept")
+    assert (pinned_checkout(repo, head, clone) / "marker").is_file()
+    newer = commit(repo, {"pkg/extra.py": "X = 1\n"}, "Add extra")
+    again = pinned_checkout(repo, newer, clone)
+    assert not (again / "marker").exists() and (again / "pkg" / "extra.py").is_file()
+
+
+def test_an_unknown_commit_is_a_one_line_error_that_says_what_to_do(tmp_path: Path) -> None:
+    repo = printer_repo(tmp_path / "repo")
+    with pytest.raises(BenchError, match="full history, or --root bridge=PATH"):
+        pinned_checkout(repo, "0" * 40, tmp_path / "pinned")
+
+
+def test_a_gold_file_the_codebase_lacks_is_an_error_naming_it() -> None:
+    questions = [{"codebase": "demo", "gold_files": ["pkg/a.py"]}, {"codebase": "demo", "gold_files": ["pkg/gone.py"]},
+                 {"codebase": "other", "gold_files": ["elsewhere.py"]}]
+    check_gold(questions, "demo", {"pkg/a.py", "pkg/gone.py"})
+    with pytest.raises(BenchError, match="demo lacks gold file\\(s\\) pkg/gone.py"):
+        check_gold(questions, "demo", {"pkg/a.py"})
+
+
+def test_every_bridge_gold_file_exists_at_the_pinned_commit() -> None:
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", BRIDGE_COMMIT],
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("a shallow clone: the pinned commit is not in this checkout's history")
+    tree = set(listed.stdout.split())
+    lines = (REPO / "bench" / "data" / "nl_questions.jsonl").read_text(encoding="utf-8").splitlines()
+    questions = [json.loads(line) for line in lines if line.strip()]
+    check_gold(questions, "bridge", tree)
