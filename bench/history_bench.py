@@ -1,11 +1,14 @@
 """What indexing the git history costs: a first index and a one-commit re-index, with and without it.
 
-    python -m bench.history_bench GIT_REPO [--commit SHA] [--work DIR]
+    python -m bench.history_bench GIT_REPO [--commit SHA] [--work DIR] [--embedder SPEC]
 
 Clones GIT_REPO (sharing its objects; the source is not written) into WORK, checks out --commit
-(default: its HEAD), then times `build_index` (lexical only, so history's share is the largest it
-can be) with history off and on, and after one new commit touching one file, the incremental
-re-index with history on; prints one Markdown table and writes WORK/history_bench.json.
+(default: its HEAD), then times a first index with history off and on, and after one new commit
+touching one file, the incremental re-index with history on; prints one Markdown table and writes
+WORK/history_bench.json. Without --embedder the index is lexical only and keeps no subject
+vectors; with one, each index is `build_index` then `fill_vectors`, as `bridge index` does, and
+the history embeds its commit subjects with MiniLM (index/subjects.py). `static`, the fastest
+model, leaves the history its largest share.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from index.build import BuildOptions, build_index
+from index.build import BuildOptions, build_index, fill_vectors
 from index.history import History
 
 __all__ = ["main"]
@@ -31,9 +34,11 @@ def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
 
 
-def _timed_build(root: Path, index_dir: Path, history: bool) -> tuple[float, float]:
+def _timed_build(root: Path, index_dir: Path, history: bool, embedder: str | None) -> tuple[float, float]:
     started = time.perf_counter()
-    report = build_index(root, index_dir, BuildOptions(embedder=None, history=history))
+    report = build_index(root, index_dir, BuildOptions(embedder=embedder, history=history))
+    if embedder is not None:
+        fill_vectors(index_dir)
     return time.perf_counter() - started, report.seconds.get("history", 0.0)
 
 
@@ -42,20 +47,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("repo", type=Path)
     parser.add_argument("--commit", default="HEAD")
     parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--embedder", default=None, help="a model spec (e.g. static); default: lexical only")
     args = parser.parse_args(argv)
     checkout = args.work / "checkout"
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(args.repo), str(checkout)], check=True)
     _git(checkout, "checkout", "-q", "--detach", args.commit)
-    off, _ = _timed_build(checkout, args.work / "index-off", history=False)
-    on, history_first = _timed_build(checkout, args.work / "index-on", history=True)
+    off, _ = _timed_build(checkout, args.work / "index-off", False, args.embedder)
+    on, history_first = _timed_build(checkout, args.work / "index-on", True, args.embedder)
     loaded = History.load(args.work / "index-on")
     target = next(p for p in sorted(checkout.rglob("*.py")) if ".git" not in p.parts)
     target.write_text(target.read_text(encoding="utf-8") + "\n# touched by bench/history_bench.py\n", encoding="utf-8")
     _git(checkout, "commit", "-q", "-am", "Touch one file")
-    again, history_again = _timed_build(checkout, args.work / "index-on", history=True)
-    result = {"repo": str(args.repo), "commit": args.commit, "commits": len(loaded.commits) if loaded else 0,
+    again, history_again = _timed_build(checkout, args.work / "index-on", True, args.embedder)
+    result = {"repo": str(args.repo), "commit": args.commit, "embedder": args.embedder,
+              "subject_vectors": loaded is not None and loaded.subjects is not None,
+              "commits": len(loaded.commits) if loaded else 0,
               "first_off_s": round(off, 2), "first_on_s": round(on, 2), "history_first_s": round(history_first, 2),
               "added_share": round(history_first / off, 3), "incremental_s": round(again, 2),
               "history_incremental_s": round(history_again, 3)}

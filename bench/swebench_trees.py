@@ -25,12 +25,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from bench import paths
 from bridge.measure.evaluate import Question
 from index.build import BuildOptions, build_index, fill_vectors
 from index.embed import Embedder
 from index.history import History, update_from_git
 from index.store import IndexDir
+from index.subjects import SubjectEncoder
 
 __all__ = [
     "DONE_MARKER",
@@ -225,15 +228,32 @@ def prepare_indexes(jobs: Sequence[TreeJob], work: Path, embedder: Embedder,
     return kept, built
 
 
+class _SharedSubjects(SubjectEncoder):
+    """MiniLM for commit subjects, remembering every subject it embedded: the trees of one
+    repository share most of their history, so each subject is embedded once per run."""
+
+    def __init__(self) -> None:
+        super().__init__("minilm")
+        self._seen: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        missing = sorted({t for t in texts if t not in self._seen})
+        self._seen.update(zip(missing, super().encode(missing)))
+        return np.stack([self._seen[t] for t in texts]) if texts else super().encode([])
+
+
 def prepare_history(jobs: Sequence[TreeJob], kept: dict[str, Path], mirrors: Path, progress: Progress) -> list[str]:
-    """Give every kept index the git history of its base commit's ancestors, read from the mirror:
-    the commits after the base (among them the fix) never reach the index. Returns trees done now."""
+    """Give every kept index the git history of its base commit's ancestors, read from the mirror,
+    with its commit subjects embedded: the commits after the base (among them the fix) never reach
+    the index. Returns trees done now."""
     done = []
+    subjects = _SharedSubjects()
     for job in jobs:
         gitdir = mirrors / job.repo.replace("/", "+") / "repo"
-        if History.load(kept[job.name]) is not None or not gitdir.is_dir():
+        history = History.load(kept[job.name])
+        if (history is not None and history.subjects is not None) or not gitdir.is_dir():
             continue
-        report = update_from_git(gitdir, job.commit, kept[job.name])
+        report = update_from_git(gitdir, job.commit, kept[job.name], subjects=subjects)
         done.append(job.name)
         progress(f"{job.name}: history of {report.commits} commits in {report.seconds:.1f}s")
     return done

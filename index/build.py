@@ -51,6 +51,7 @@ from index.store import (
     Manifest,
     default_home,
 )
+from index.subjects import SubjectEncoder, subject_spec
 from index.tokenize import path_terms, terms
 from index.types import Progress, Selection, SourceFile
 from index.vector import VectorIndex
@@ -192,7 +193,8 @@ def _update_history(root: Path, index_dir: Path, options: BuildOptions) -> float
     """Seconds spent bringing the commit history up to date (or removing it when turned off)."""
     t = time.perf_counter()
     if options.history:
-        update_history(root, index_dir)
+        spec = subject_spec(options.embedder)
+        update_history(root, index_dir, subjects=SubjectEncoder(spec) if spec else None)
     else:
         remove_history(index_dir)
     return time.perf_counter() - t

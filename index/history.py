@@ -5,8 +5,12 @@ pretty printing of Matrix", "autodoc: handle partial methods"). So the messages 
 body) of the commits reachable from the indexed HEAD get a small BM25 index of their own, and
 the VOTERS commits most similar to a question vote for the files they touched.
 
+Each subject is also embedded (index/subjects.py) when the index is built with a model, so
+that a report's title finds past commits that say the same thing in other words.
+
 Bounded and incremental: at most MAX_COMMITS commits, newest first; a re-index whose HEAD
-descends from the last one reads only the new commits and reuses the terms of the rest. Merges
+descends from the last one reads only the new commits and reuses the terms and subject vectors
+of the rest. Merges
 and mass changes (more than MAX_FILES files: renames, reformatting, licence headers) are left
 out: they touch everything and say little. The history lives in INDEX_DIR/history/, next to the
 generations, behind its own CURRENT pointer, so a reader never sees a half-written one.
@@ -30,6 +34,7 @@ import numpy as np
 from index.commit_text import CommitText
 from index.errors import CorruptIndex
 from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
+from index.subjects import SubjectEncoder, SubjectVectors
 from index.tokenize import terms
 
 __all__ = [
@@ -123,39 +128,54 @@ def _is_ancestor(git_dir: Path, old: str, new: str) -> bool:
     return _git(["--git-dir", str(git_dir), "merge-base", "--is-ancestor", old, new]) is not None
 
 
-def update_history(root: Path, index_dir: Path, limit: int = MAX_COMMITS) -> HistoryReport:
+def update_history(root: Path, index_dir: Path, limit: int = MAX_COMMITS,
+                   subjects: SubjectEncoder | None = None) -> HistoryReport:
     """Bring INDEX_DIR/history up to the HEAD of the git repository holding `root`; outside git,
-    remove it (the signal then simply has no votes)."""
+    remove it (the signal then simply has no votes). `subjects` embeds the commit subjects (None:
+    none are kept)."""
     where = git_location(root)
     if where is None:
         remove_history(index_dir)
         return HistoryReport(None, 0, 0, 0.0)
     git_dir, head, prefix = where
-    return update_from_git(git_dir, head, index_dir, prefix, limit)
+    return update_from_git(git_dir, head, index_dir, prefix, limit, subjects)
 
 
 def update_from_git(git_dir: Path, head: str, index_dir: Path, prefix: str = "",
-                    limit: int = MAX_COMMITS) -> HistoryReport:
+                    limit: int = MAX_COMMITS, subjects: SubjectEncoder | None = None) -> HistoryReport:
     """The history of `head`'s ancestors only: a benchmark tree at an old commit sees no later fix."""
     started = time.perf_counter()
     settings: dict[str, object] = {"format": _FORMAT, "prefix": prefix, "limit": limit, "max_files": MAX_FILES}
     old = _load_state(index_dir)
     if old is not None and (old.settings != settings or not _is_ancestor(git_dir, old.head, head)):
         old = None  # other settings, or HEAD moved to another line of history: read it all again
-    if old is not None and old.head == head:
+    if old is not None and old.head == head and _same_subjects(old.subjects, subjects):
         return HistoryReport(head, len(old.commits), 0, time.perf_counter() - started)
-    new = read_commits(git_dir, head, limit, prefix, since=old.head if old else None)
+    new = [] if old is not None and old.head == head else read_commits(
+        git_dir, head, limit, prefix, since=old.head if old else None)
     builder = CorpusBuilder(old.corpus.vocab if old else ())
     commits = []
     for read in new[:limit]:
         builder.add_terms(terms(read.message))
         commits.append(read.commit)
+    fresh = len(commits)
     if old is not None:
         for i, commit in enumerate(old.commits[: limit - len(commits)]):
             builder.add_ids(old.corpus.doc(i))
             commits.append(commit)
-    _write(index_dir, {"head": head, "settings": settings}, commits, builder.build())
+    vectors = None
+    if subjects is not None:
+        reused = old.subjects if old is not None and _same_subjects(old.subjects, subjects) else None
+        vectors = SubjectVectors.extend(subjects, [c.subject for c in commits], fresh, reused)
+    _write(index_dir, {"head": head, "settings": settings}, commits, builder.build(), vectors)
     return HistoryReport(head, len(commits), len(new), time.perf_counter() - started)
+
+
+def _same_subjects(stored: SubjectVectors | None, wanted: SubjectEncoder | None) -> bool:
+    """Whether the stored subject vectors are what `wanted` would make (both absent counts)."""
+    if wanted is None:
+        return stored is None
+    return stored is not None and stored.spec == wanted.spec
 
 
 def remove_history(index_dir: Path) -> None:
@@ -177,6 +197,7 @@ class _State:
     settings: dict[str, object]
     commits: tuple[PastCommit, ...]
     corpus: TermCorpus
+    subjects: SubjectVectors | None
 
 
 def _load_state(index_dir: Path) -> _State | None:
@@ -191,10 +212,13 @@ def _load_state(index_dir: Path) -> _State | None:
         head, settings = str(meta["head"]), dict(meta["settings"])
     except (OSError, ValueError, KeyError, IndexError, TypeError, CorruptIndex):
         return None
-    return _State(head, settings, commits, corpus) if len(corpus) == len(commits) else None
+    if len(corpus) != len(commits):
+        return None
+    return _State(head, settings, commits, corpus, SubjectVectors.load(current, len(commits)))
 
 
-def _write(index_dir: Path, state: Mapping[str, object], commits: Sequence[PastCommit], corpus: TermCorpus) -> None:
+def _write(index_dir: Path, state: Mapping[str, object], commits: Sequence[PastCommit], corpus: TermCorpus,
+           subjects: SubjectVectors | None = None) -> None:
     folder = Path(index_dir) / FOLDER
     name = f"h{time.time_ns():020d}-{os.getpid()}"
     target = folder / name
@@ -203,6 +227,8 @@ def _write(index_dir: Path, state: Mapping[str, object], commits: Sequence[PastC
     (target / _META).write_text(json.dumps({**state, "commits": rows}), encoding="utf-8")
     corpus.save(target)
     LexicalIndex.build(corpus).save(target)
+    if subjects is not None:
+        subjects.save(target)
     pointer = folder / (_POINTER + ".tmp")
     pointer.write_text(name + "\n", encoding="utf-8")
     os.replace(pointer, folder / _POINTER)
@@ -214,10 +240,12 @@ def _write(index_dir: Path, state: Mapping[str, object], commits: Sequence[PastC
 class History:
     """The stored commits of one index and their BM25 index, for votes at query time."""
 
-    def __init__(self, commits: Sequence[PastCommit], lexical: LexicalIndex, where: Path) -> None:
+    def __init__(self, commits: Sequence[PastCommit], lexical: LexicalIndex, where: Path,
+                 subjects: SubjectVectors | None = None) -> None:
         self.commits = tuple(commits)
         self.lexical = lexical
         self.where = where
+        self.subjects = subjects  # the subjects' vectors, when the index was built with a model
         self._lock = threading.Lock()
         self._text: CommitText | None = None
 
@@ -233,7 +261,9 @@ class History:
             lexical = LexicalIndex.load(current)
         except (OSError, ValueError, KeyError, IndexError, TypeError, CorruptIndex):
             return None
-        return History(commits, lexical, current) if lexical.n_docs == len(commits) else None
+        if lexical.n_docs != len(commits):
+            return None
+        return History(commits, lexical, current, SubjectVectors.load(current, len(commits)))
 
     def similar(self, query_terms: Sequence[str], k: int = VOTERS) -> list[tuple[int, float]]:
         """The k commits whose messages best match the query terms: (commit number, BM25 score)."""

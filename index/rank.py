@@ -35,7 +35,7 @@ from index.clues import aggregate_matrix, clue_matrix
 from index.filescores import FileScores, mask, ranking
 from index.fusion import RRF_K
 from index.languages import language_for
-from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row, relative_columns
+from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row, relative_columns, subject_columns
 
 __all__ = [
     "AUXILIARY_FACTOR",
@@ -170,6 +170,8 @@ class QueryEvidence:
     history: np.ndarray | None = None  # summed votes of similar past commits, per file
     commit_text: np.ndarray | None = None  # BM25 of the question against each file's commit text
     commit_title: np.ndarray | None = None  # the same for its first line, when it has several
+    subject_votes: np.ndarray | None = None  # cosines of the commits whose subjects mean what the title means
+    subject_voters: np.ndarray | None = None  # how many of those commits touched each file
 
 
 class FileEvidence:
@@ -248,7 +250,8 @@ class FileEvidence:
             score, named, demoted, values["history"], self.path_facts(),
         )
         commit_text = relative_columns(rows, found.commit_text, found.commit_title)
-        return fused, rows, np.hstack([features, self.clue_features(found, rows), commit_text])
+        return fused, rows, np.hstack([features, self.clue_features(found, rows), commit_text,
+                                       subject_columns(rows, found.subject_votes, found.subject_voters)])
 
     def clue_features(self, found: QueryEvidence, rows: np.ndarray) -> np.ndarray:
         """CLUE_FEATURES and AGGREGATE_FEATURES of index/clues.py for the candidate files `rows`."""

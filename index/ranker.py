@@ -4,7 +4,8 @@ The hand-set fusion of index/rank.py (every signal weight 1, tests and docs halv
 stage; its RERANK best files are then scored by w·x over FEATURES (each signal's rank and relative
 score, the fused score, auxiliary and named flags, history votes, path facts, and index/clues.py's
 facts about the file's name and definitions against the title and its share of the best chunks,
-and how well its commit text, index/commit_text.py, matches the question) and re-ordered.
+how well its commit text, index/commit_text.py, matches the question, and the votes of the past
+commits whose subjects mean what the title means, index/subjects.py) and re-ordered.
 Files past RERANK keep their fused order below the re-ordered ones. A question of one line keeps
 the fused order (index/rank.FileEvidence.rank): every training question is a report of several lines.
 
@@ -28,14 +29,17 @@ from index.clues import AGGREGATE_FEATURES, CLUE_FEATURES
 from index.fusion import RRF_K
 
 __all__ = [
-    "COMMIT_TEXT_FEATURES", "FEATURES", "PATH_FACTS", "RERANK", "SIGNAL_NAMES", "Ranker", "feature_matrix", "load_ranker",
-    "relative_columns",
+    "COMMIT_TEXT_FEATURES", "FEATURES", "PATH_FACTS", "RERANK", "SIGNAL_NAMES", "SUBJECT_FEATURES", "Ranker",
+    "feature_matrix", "load_ranker", "relative_columns", "subject_columns",
 ]
 
 RERANK = 300  # best files of the fused order that the model re-orders
 # How well a candidate's commit text (index/commit_text.py) matches the question and its title,
 # each relative to the best candidate's (0 without history).
 COMMIT_TEXT_FEATURES = ("commit_text", "commit_title")
+# The summed cosine of the past commits whose subjects are nearest the title and touched the file,
+# relative to the best candidate's, and log(1 + how many they are) (0 without subject vectors).
+SUBJECT_FEATURES = ("subject_votes", "subject_voters")
 SIGNAL_NAMES = ("chunks", "files", "title", "mentions", "definitions", "dense", "history")
 PATH_FACTS = ("auxiliary", "test", "doc", "not_code", "init", "depth", "log_chunks")
 FEATURES = (
@@ -45,6 +49,7 @@ FEATURES = (
     *CLUE_FEATURES,
     *AGGREGATE_FEATURES,
     *COMMIT_TEXT_FEATURES,
+    *SUBJECT_FEATURES,
 )
 
 
@@ -120,6 +125,14 @@ def relative_columns(rows: np.ndarray, *per_file: np.ndarray | None) -> np.ndarr
             top = float(picked.max())
             if top > 0:
                 out[:, column] = picked / top
+    return out
+
+
+def subject_columns(rows: np.ndarray, votes: np.ndarray | None, voters: np.ndarray | None) -> np.ndarray:
+    """SUBJECT_FEATURES of the candidate files `rows`."""
+    out = relative_columns(rows, votes, None)
+    if voters is not None and len(rows):
+        out[:, 1] = np.log1p(voters[rows])
     return out
 
 

@@ -31,6 +31,7 @@ from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence, title_of
 from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
 from index.store import Manifest
+from index.subjects import SubjectEncoder
 from index.tokenize import terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
 from index.votes import NO_VOTES, Votes, gather_votes, with_evidence
@@ -76,6 +77,7 @@ class Searcher:
         max_query_bytes: int = MAX_QUERY_BYTES,
         store: Store | None = None,
         learned: bool = True,
+        subject_loader: Callable[[str], Embedder] | None = None,
     ) -> None:
         if store is None:
             if index_dir is None:
@@ -84,6 +86,8 @@ class Searcher:
         self.store = store
         self.max_query_bytes = max_query_bytes
         self._loader = embedder_loader
+        self._subject_loader = subject_loader
+        self._subject_encoders: dict[str, SubjectEncoder] = {}
         self._lock = threading.RLock()
         self._embed_lock = threading.Lock()  # loading and running the query embedder
         self._gen: Generation | None = None
@@ -139,7 +143,24 @@ class Searcher:
             return self._history[1]
 
     def _votes(self, gen: Generation, query: str) -> Votes:
-        return gather_votes(self.history(), query, self._numbers, len(gen.files.paths))
+        return gather_votes(self.history(), query, self._numbers, len(gen.files.paths),
+                            lambda spec: self._subject_encoder(gen, spec))
+
+    def _subject_encoder(self, gen: Generation, spec: str) -> SubjectEncoder:
+        """The model that reads titles against the history's subject vectors (index/subjects.py):
+        the chunk embedder when it is that model, else a copy of its own, loaded once."""
+        if spec == gen.manifest.embedder and self._has_vectors(gen):
+            self._load_embedder(gen)
+            assert self._embedder is not None
+            chunk_embedder = self._embedder
+            return SubjectEncoder(spec, lambda _spec: chunk_embedder)
+        with self._embed_lock:
+            encoder = self._subject_encoders.get(spec)
+            if encoder is None:
+                encoder = SubjectEncoder(spec, self._subject_loader)
+                encoder.embedder  # noqa: B018 - load it now, under the lock, once
+                self._subject_encoders[spec] = encoder
+            return encoder
 
     def warm(self) -> None:
         """Load the live generation and everything a hybrid search reads from it (vectors, file
@@ -153,6 +174,8 @@ class Searcher:
         history = self.history()
         if history is not None:
             history.commit_text()
+            if history.subjects is not None:
+                self._subject_encoder(gen, history.subjects.spec)
 
     def embedded_chunks(self) -> int:
         assert self._gen is not None
@@ -349,7 +372,8 @@ def _evidence(gen: Generation, query: str, scores: np.ndarray, near: list[tuple[
               allowed: np.ndarray | None, votes: Votes) -> QueryEvidence:
     title = title_of(query)
     title_scores = _masked(gen.bm25(terms(title), allowed), allowed) if title else None
-    return QueryEvidence(query, scores, title_scores, near, votes.scores, votes.text, votes.title_text)
+    return QueryEvidence(query, scores, title_scores, near, votes.scores, votes.text, votes.title_text,
+                         votes.subject_votes, votes.subject_voters)
 
 
 def _file_scores(

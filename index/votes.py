@@ -1,19 +1,22 @@
 """What the history says about one question: the similar past commits' votes per file (and the
-evidence hits show), and how well each file's commit text matches the question and its title.
+evidence hits show), how well each file's commit text matches the question and its title, and
+which files the commits whose subjects mean what the title means touched.
 
 index/history.py stores and searches the commits, index/commit_text.py ranks files by their
-commit text; this gathers both for a search, per file number of the searched generation.
+commit text, index/subjects.py finds subjects by meaning; this gathers them for a search, per
+file number of the searched generation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from index.history import History, vote_scores
 from index.rank import title_of
+from index.subjects import SubjectEncoder, subject_votes
 from index.tokenize import terms
 from index.types import Hit
 
@@ -30,24 +33,35 @@ class Votes:
     scores: np.ndarray | None
     text: np.ndarray | None = None
     title_text: np.ndarray | None = None
+    subject_votes: np.ndarray | None = None  # summed cosine of the title's nearest subjects' commits
+    subject_voters: np.ndarray | None = None  # how many of those commits touched the file
 
 
 NO_VOTES = Votes(None, {}, None)
 
 
-def gather_votes(history: History | None, query: str, numbers: Mapping[str, int], n_files: int) -> Votes:
-    """`numbers`: the generation's path -> file number, of `n_files` files."""
+def gather_votes(history: History | None, query: str, numbers: Mapping[str, int], n_files: int,
+                 encoder: Callable[[str], SubjectEncoder] | None = None) -> Votes:
+    """`numbers`: the generation's path -> file number, of `n_files` files; `encoder(spec)`: the
+    model that made the history's subject vectors (None: the subjects are not asked)."""
     if history is None:
         return NO_VOTES
     query_terms = terms(query)
     by_path = history.votes(query_terms)
-    votes = vote_scores(by_path, numbers, n_files)
-    text = history.commit_text()
-    if text is None:
-        return Votes(history, by_path, votes)
+    votes = Votes(history, by_path, vote_scores(by_path, numbers, n_files))
     title = title_of(query)
-    return Votes(history, by_path, votes, text.scores(query_terms, numbers, n_files),
-                 text.scores(terms(title), numbers, n_files) if title else None)
+    text = history.commit_text()
+    if text is not None:
+        votes = replace(votes, text=text.scores(query_terms, numbers, n_files),
+                        title_text=text.scores(terms(title), numbers, n_files) if title else None)
+    subjects = history.subjects
+    model = encoder(subjects.spec) if title and subjects is not None and encoder is not None else None
+    if title and subjects is not None and model is not None and model.embedder.id == subjects.model_id:
+        title_vector = model.encode_query(title)
+        by_meaning, voters = subject_votes(subjects, lambda i: history.commits[i].files, title_vector,
+                                           numbers, n_files)
+        votes = replace(votes, subject_votes=by_meaning, subject_voters=voters)
+    return votes
 
 
 def with_evidence(hits: list[Hit], votes: Votes) -> list[Hit]:

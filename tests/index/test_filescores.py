@@ -9,7 +9,7 @@ import pytest
 
 from index.filescores import FileScores, best_first, ordered
 from index.rank import AUXILIARY_FACTOR, SIGNALS, FileEvidence, QueryEvidence, fuse, title_of
-from index.ranker import RERANK, feature_matrix, load_ranker, relative_columns
+from index.ranker import RERANK, feature_matrix, load_ranker, relative_columns, subject_columns
 
 
 def by_sorting(ids: np.ndarray, values: np.ndarray) -> list[int]:
@@ -98,10 +98,13 @@ def test_the_file_ranking_is_exactly_that_of_full_sorts_scores_included(seed: in
         query = query.splitlines()[1]  # one line: the fused order, no second stage
     allowed = rng.random(900) < 0.7 if seed % 4 == 1 else None
     commit_text = np.round(rng.random(900) * 5, 1) * (rng.random(900) < 0.2)
-    found = QueryEvidence(query, chunk_scores, title_scores, dense, history, commit_text, commit_text[::-1].copy())
+    voters = np.round(rng.random(900) * 3, 0) * (rng.random(900) < 0.05)
+    found = QueryEvidence(query, chunk_scores, title_scores, dense, history, commit_text, commit_text[::-1].copy(),
+                          voters * 0.7, voters)
     values = ev.values(found)
     def clues(rows: np.ndarray) -> np.ndarray:
-        return np.hstack([ev.clue_features(found, rows), relative_columns(rows, found.commit_text, found.commit_title)])
+        return np.hstack([ev.clue_features(found, rows), relative_columns(rows, found.commit_text, found.commit_title),
+                          subject_columns(rows, found.subject_votes, found.subject_voters)])
 
     expected = reference_rank(ev, query, values, allowed, True, clues)
     got = ev.rank(found, allowed, SIGNALS, load_ranker())

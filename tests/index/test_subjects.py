@@ -1,0 +1,138 @@
+"""index/subjects.py: past commits whose subjects mean what a report's title means vote for the
+files they touched; the subjects are embedded once, at index time, and only the new ones later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from index.build import BuildOptions, build_index
+from index.embed import Embedder, HashEmbedder
+from index.history import History, update_from_git, update_history
+from index.rank import FileEvidence, QueryEvidence
+from index.ranker import FEATURES, Ranker
+from index.search import Searcher
+from index.subjects import SubjectEncoder, SubjectVectors, subject_spec, subject_votes
+from tests.support.git import commit, git, printer_repo
+
+SPEC = "hash:64"
+
+
+class CountingLoader:
+    """The hash model, counting the texts it was asked to embed."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.loads = 0
+
+    def __call__(self, spec: str) -> Embedder:
+        self.loads += 1
+        model = HashEmbedder(int(spec.split(":")[1]))
+        outer = self
+
+        class Counting:
+            id, dim = model.id, model.dim
+
+            def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+                outer.texts.extend(texts)
+                return model.encode(texts, batch_size)
+
+            def encode_query(self, text: str) -> np.ndarray:
+                outer.texts.append(text)
+                return model.encode_query(text)
+
+        return Counting()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return printer_repo(tmp_path / "repo")
+
+
+def test_the_subjects_model_is_minilm_for_every_real_model_and_none_without_one() -> None:
+    assert subject_spec("minilm") == subject_spec("static") == subject_spec("/models/mine") == "minilm"
+    assert subject_spec(None) is None
+    assert subject_spec("hash:64") == "hash:64"
+
+
+def test_every_commit_subject_gets_a_vector_in_the_history_order(repo: Path, tmp_path: Path) -> None:
+    update_history(repo, tmp_path / "idx", subjects=SubjectEncoder(SPEC))
+    history = History.load(tmp_path / "idx")
+    assert history is not None and history.subjects is not None
+    assert history.subjects.matrix.shape == (3, 64) and history.subjects.spec == SPEC
+    expected = HashEmbedder(64).encode([c.subject for c in history.commits])
+    assert np.allclose(history.subjects.matrix.astype(np.float32), expected, atol=1e-3)
+
+
+def test_a_reindex_embeds_only_the_new_subjects_and_loads_no_model_when_there_are_none(
+    repo: Path, tmp_path: Path
+) -> None:
+    loader = CountingLoader()
+    update_history(repo, tmp_path / "idx", subjects=SubjectEncoder(SPEC, loader))
+    assert len(loader.texts) == 3
+    quiet = CountingLoader()
+    update_history(repo, tmp_path / "idx", subjects=SubjectEncoder(SPEC, quiet))
+    assert quiet.loads == 0
+    commit(repo, {"pkg/parser.py": "def parse(s):\n    return s.strip()\n"}, "Strip whitespace in the parser")
+    later = CountingLoader()
+    update_history(repo, tmp_path / "idx", subjects=SubjectEncoder(SPEC, later))
+    assert later.texts == ["Strip whitespace in the parser"]
+    history = History.load(tmp_path / "idx")
+    assert history is not None and history.subjects is not None
+    fresh = HashEmbedder(64).encode([c.subject for c in history.commits])
+    assert np.allclose(history.subjects.matrix.astype(np.float32), fresh, atol=1e-3)
+
+
+def test_a_history_without_vectors_gets_them_and_one_without_a_model_drops_them(repo: Path, tmp_path: Path) -> None:
+    git_dir = Path(git(repo, "rev-parse", "--absolute-git-dir").strip())
+    head = git(repo, "rev-parse", "HEAD").strip()
+    update_from_git(git_dir, head, tmp_path / "idx")
+    assert History.load(tmp_path / "idx").subjects is None  # type: ignore[union-attr]
+    update_from_git(git_dir, head, tmp_path / "idx", subjects=SubjectEncoder(SPEC))
+    assert History.load(tmp_path / "idx").subjects is not None  # type: ignore[union-attr]
+    update_from_git(git_dir, head, tmp_path / "idx")
+    assert History.load(tmp_path / "idx").subjects is None  # type: ignore[union-attr]
+
+
+def test_vectors_that_do_not_fit_the_commits_are_not_used(tmp_path: Path) -> None:
+    SubjectVectors(SPEC, "hash:64", np.ones((2, 64), dtype=np.float16)).save(tmp_path)
+    assert SubjectVectors.load(tmp_path, 2) is not None
+    assert SubjectVectors.load(tmp_path, 3) is None
+    (tmp_path / "subjects.json").write_text("{", encoding="utf-8")
+    assert SubjectVectors.load(tmp_path, 2) is None
+
+
+def test_the_commits_nearest_the_title_vote_for_their_files_by_cosine_and_count() -> None:
+    model = HashEmbedder(256)
+    subjects = ["Fix pretty printing of nested matrices", "Add the parser", "Pretty printing of nested lists"]
+    files = [("pkg/printer.py",), ("pkg/parser.py",), ("pkg/printer.py", "pkg/gone.py")]
+    vectors = SubjectVectors("hash:256", model.id, model.encode(subjects))
+    votes, voters = subject_votes(vectors, lambda i: files[i], model.encode_query("nested matrices print wrong"),
+                                  {"pkg/printer.py": 0, "pkg/parser.py": 1}, 2)
+    commits, cosines = vectors.nearest(model.encode_query("nested matrices print wrong"))
+    assert commits[0] == 0 and list(cosines) == sorted(cosines, reverse=True)
+    assert voters.tolist() == [2.0, 1.0]  # all three commits vote: there are fewer than 30
+    assert votes[0] > votes[1]
+
+
+def test_the_second_stage_can_rank_by_the_subject_votes() -> None:
+    files = FileEvidence(["a.py", "b.py", "c.py"], np.arange(3, dtype=np.int64), np.ones(3, dtype=np.int64), lambda: [])
+    weights = np.zeros(len(FEATURES))
+    weights[FEATURES.index("subject_voters")] = 1.0
+    found = QueryEvidence("a title\nand a body", np.array([3.0, 2.0, 1.0]), subject_voters=np.array([0.0, 1.0, 4.0]))
+    learned = files.rank(found, ranker=Ranker(weights, "test"))
+    assert max(learned, key=lambda f: learned[f]) == 2
+
+
+def test_a_search_reads_the_title_against_the_subjects_with_the_model_that_made_them(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=SPEC))
+    searcher = Searcher(tmp_path / "idx")
+    history = searcher.history()
+    assert history is not None and history.subjects is not None and history.subjects.spec == SPEC
+    paths, features = searcher.file_features("Nested matrices print wrong\nThe brackets are lost.")
+    voters = features[:, FEATURES.index("subject_voters")]
+    assert voters[paths.index("pkg/printer.py")] > 0
+    _, one_line = searcher.file_features("nested matrices print wrong")
+    assert not one_line[:, FEATURES.index("subject_voters")].any()  # no title: no subject votes
