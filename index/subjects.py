@@ -64,7 +64,12 @@ class SubjectEncoder:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
         if len(texts) <= _FEW:
             return np.stack([self.encode_query(text) for text in texts])
-        return np.asarray(self.embedder.encode(list(texts), batch_size=128), dtype=np.float32)
+        # Each subject once (13 % of sympy's repeat: "Fix typo", ...), by length: batches of
+        # similar length waste little on padding.
+        unique = sorted(set(texts), key=lambda text: (len(text), text))
+        vectors = np.asarray(self.embedder.encode(unique, batch_size=128), dtype=np.float32)
+        row = {text: i for i, text in enumerate(unique)}
+        return vectors[[row[text] for text in texts]]
 
     def encode_query(self, text: str) -> np.ndarray:
         return np.asarray(self.embedder.encode_query(text), dtype=np.float32)

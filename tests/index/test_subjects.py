@@ -136,3 +136,11 @@ def test_a_search_reads_the_title_against_the_subjects_with_the_model_that_made_
     assert voters[paths.index("pkg/printer.py")] > 0
     _, one_line = searcher.file_features("nested matrices print wrong")
     assert not one_line[:, FEATURES.index("subject_voters")].any()  # no title: no subject votes
+
+
+def test_many_subjects_are_embedded_once_each_and_come_back_in_their_order() -> None:
+    loader = CountingLoader()
+    texts = [f"Fix issue {i % 20} in the printer" for i in range(45)]
+    vectors = SubjectEncoder(SPEC, loader).encode(texts)
+    assert sorted(loader.texts) == sorted(set(texts))
+    assert np.allclose(vectors, HashEmbedder(64).encode(texts))
