@@ -31,7 +31,7 @@ from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence, title_of
 from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
 from index.store import Manifest
-from index.subjects import SubjectEncoder
+from index.subjects import SubjectEncoder, SubjectVectors
 from index.tokenize import terms
 from index.types import MODES, Chunk, Hit, IndexInfo, Mode, SearchResult
 from index.votes import NO_VOTES, Votes, gather_votes, with_evidence
@@ -77,7 +77,6 @@ class Searcher:
         max_query_bytes: int = MAX_QUERY_BYTES,
         store: Store | None = None,
         learned: bool = True,
-        subject_loader: Callable[[str], Embedder] | None = None,
     ) -> None:
         if store is None:
             if index_dir is None:
@@ -86,8 +85,6 @@ class Searcher:
         self.store = store
         self.max_query_bytes = max_query_bytes
         self._loader = embedder_loader
-        self._subject_loader = subject_loader
-        self._subject_encoders: dict[str, SubjectEncoder] = {}
         self._lock = threading.RLock()
         self._embed_lock = threading.Lock()  # loading and running the query embedder
         self._gen: Generation | None = None
@@ -144,23 +141,24 @@ class Searcher:
 
     def _votes(self, gen: Generation, query: str) -> Votes:
         return gather_votes(self.history(), query, self._numbers, len(gen.files.paths),
-                            lambda spec: self._subject_encoder(gen, spec))
+                            lambda vectors, title: self._read_title(gen, vectors, title))
+
+    def _read_title(self, gen: Generation, vectors: SubjectVectors, title: str) -> np.ndarray | None:
+        """The title's vector by the model that made the history's subject vectors (index/subjects.py),
+        or None when that model is not the one loaded."""
+        encoder = self._subject_encoder(gen, vectors.spec)
+        with self._embed_lock:  # one query model call at a time, as for the chunks' vectors
+            return encoder.encode_query(title) if encoder.embedder.id == vectors.model_id else None
 
     def _subject_encoder(self, gen: Generation, spec: str) -> SubjectEncoder:
-        """The model that reads titles against the history's subject vectors (index/subjects.py):
-        the chunk embedder when it is that model, else a copy of its own, loaded once."""
+        """The model that reads titles against subject vectors of `spec`: the chunk embedder when it
+        is that model, else the process's one copy (index/subjects.py loads each model once)."""
         if spec == gen.manifest.embedder and self._has_vectors(gen):
             self._load_embedder(gen)
-            assert self._embedder is not None
             chunk_embedder = self._embedder
+            assert chunk_embedder is not None
             return SubjectEncoder(spec, lambda _spec: chunk_embedder)
-        with self._embed_lock:
-            encoder = self._subject_encoders.get(spec)
-            if encoder is None:
-                encoder = SubjectEncoder(spec, self._subject_loader)
-                encoder.embedder  # noqa: B018 - load it now, under the lock, once
-                self._subject_encoders[spec] = encoder
-            return encoder
+        return SubjectEncoder(spec)
 
     def warm(self) -> None:
         """Load the live generation and everything a hybrid search reads from it (vectors, file
@@ -175,7 +173,7 @@ class Searcher:
         if history is not None:
             history.commit_text()
             if history.subjects is not None:
-                self._subject_encoder(gen, history.subjects.spec)
+                self._subject_encoder(gen, history.subjects.spec).embedder  # noqa: B018 - load it now
 
     def embedded_chunks(self) -> int:
         assert self._gen is not None

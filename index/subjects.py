@@ -8,7 +8,7 @@ leave-one-repository-out R@1 went up 3 questions with MiniLM and 0 with the stat
 (bench/RESULTS.md). So the subjects are embedded with MiniLM whatever model embeds the chunks, and
 an index built without a model has none.
 
-The VOTERS commits nearest to the title vote for the files they touched. The learned second stage
+The SUBJECT_VOTERS commits nearest to the title vote for the files they touched. The learned second stage
 (index/ranker.py) reads two numbers per file: the summed cosine of its voters, and how many there are.
 """
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from index.history import History, vote_scores
 from index.rank import title_of
-from index.subjects import SubjectEncoder, subject_votes
+from index.subjects import SubjectVectors, subject_votes
 from index.tokenize import terms
 from index.types import Hit
 
@@ -41,9 +41,10 @@ NO_VOTES = Votes(None, {}, None)
 
 
 def gather_votes(history: History | None, query: str, numbers: Mapping[str, int], n_files: int,
-                 encoder: Callable[[str], SubjectEncoder] | None = None) -> Votes:
-    """`numbers`: the generation's path -> file number, of `n_files` files; `encoder(spec)`: the
-    model that made the history's subject vectors (None: the subjects are not asked)."""
+                 read_title: Callable[[SubjectVectors, str], np.ndarray | None] | None = None) -> Votes:
+    """`numbers`: the generation's path -> file number, of `n_files` files; `read_title(vectors,
+    title)`: the title's vector by the model that made the subject vectors (None: not that model;
+    no `read_title`: the subjects are not asked)."""
     if history is None:
         return NO_VOTES
     query_terms = terms(query)
@@ -55,9 +56,8 @@ def gather_votes(history: History | None, query: str, numbers: Mapping[str, int]
         votes = replace(votes, text=text.scores(query_terms, numbers, n_files),
                         title_text=text.scores(terms(title), numbers, n_files) if title else None)
     subjects = history.subjects
-    model = encoder(subjects.spec) if title and subjects is not None and encoder is not None else None
-    if title and subjects is not None and model is not None and model.embedder.id == subjects.model_id:
-        title_vector = model.encode_query(title)
+    title_vector = read_title(subjects, title) if title and subjects is not None and read_title else None
+    if subjects is not None and title_vector is not None:
         by_meaning, voters = subject_votes(subjects, lambda i: history.commits[i].files, title_vector,
                                            numbers, n_files)
         votes = replace(votes, subject_votes=by_meaning, subject_voters=voters)

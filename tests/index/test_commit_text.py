@@ -9,8 +9,6 @@ import numpy as np
 from index.commit_text import CommitText
 from index.history import History, update_history
 from index.lexical import CorpusBuilder
-from index.rank import FileEvidence, QueryEvidence
-from index.ranker import FEATURES, Ranker
 from index.tokenize import terms
 from tests.support.git import printer_repo
 
@@ -55,12 +53,3 @@ def test_a_history_builds_its_commit_text_from_the_stored_messages_bodies_includ
     numbers = {"pkg/parser.py": 0, "pkg/printer.py": 1}
     scores = text.scores(terms("brackets are lost"), numbers, 2)  # words of a commit body only
     assert scores[1] > 0 and scores[0] == 0
-
-
-def test_the_second_stage_can_rank_by_the_commit_text_of_the_title() -> None:
-    files = FileEvidence(["a.py", "b.py", "c.py"], np.arange(3, dtype=np.int64), np.ones(3, dtype=np.int64), lambda: [])
-    weights = np.zeros(len(FEATURES))
-    weights[FEATURES.index("commit_title")] = 1.0
-    found = QueryEvidence("a title\nand a body", np.array([3.0, 2.0, 1.0]), commit_title=np.array([0.0, 1.0, 4.0]))
-    learned = files.rank(found, ranker=Ranker(weights, "test"))
-    assert max(learned, key=lambda f: learned[f]) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from index.rank import FileEvidence, QueryEvidence
 from index.ranker import FEATURES, RERANK, Ranker, load_ranker
@@ -26,6 +27,13 @@ def test_the_shipped_model_loads_and_covers_every_feature() -> None:
     ranker = load_ranker()
     assert ranker is not None and ranker.weights.shape == (len(FEATURES),)
     assert np.all(np.isfinite(ranker.weights)) and "shared/bench" in ranker.trained_on
+
+
+@pytest.mark.parametrize("feature", ["commit_title", "subject_votes", "subject_voters"])
+def test_the_second_stage_can_rank_by_each_history_feature(feature: str) -> None:
+    found = QueryEvidence(REPORT, np.array([3.0, 2.0, 1.0]), **{feature: np.array([0.0, 1.0, 4.0])})
+    learned = evidence(["a.py", "b.py", "c.py"]).rank(found, ranker=only(feature))
+    assert max(learned, key=lambda f: learned[f]) == 2
 
 
 def test_a_model_for_other_features_is_not_used() -> None:

@@ -11,8 +11,7 @@ import pytest
 from index.build import BuildOptions, build_index
 from index.embed import Embedder, HashEmbedder
 from index.history import History, update_from_git, update_history
-from index.rank import FileEvidence, QueryEvidence
-from index.ranker import FEATURES, Ranker
+from index.ranker import FEATURES
 from index.search import Searcher
 from index.subjects import SubjectEncoder, SubjectVectors, subject_spec, subject_votes
 from tests.support.git import commit, git, printer_repo
@@ -115,15 +114,6 @@ def test_the_commits_nearest_the_title_vote_for_their_files_by_cosine_and_count(
     assert commits[0] == 0 and list(cosines) == sorted(cosines, reverse=True)
     assert voters.tolist() == [2.0, 1.0]  # all three commits vote: there are fewer than 30
     assert votes[0] > votes[1]
-
-
-def test_the_second_stage_can_rank_by_the_subject_votes() -> None:
-    files = FileEvidence(["a.py", "b.py", "c.py"], np.arange(3, dtype=np.int64), np.ones(3, dtype=np.int64), lambda: [])
-    weights = np.zeros(len(FEATURES))
-    weights[FEATURES.index("subject_voters")] = 1.0
-    found = QueryEvidence("a title\nand a body", np.array([3.0, 2.0, 1.0]), subject_voters=np.array([0.0, 1.0, 4.0]))
-    learned = files.rank(found, ranker=Ranker(weights, "test"))
-    assert max(learned, key=lambda f: learned[f]) == 2
 
 
 def test_a_search_reads_the_title_against_the_subjects_with_the_model_that_made_them(repo: Path, tmp_path: Path) -> None:
