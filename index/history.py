@@ -294,12 +294,14 @@ class History:
                 self._text = CommitText.build([c.files for c in self.commits], corpus)
             return self._text
 
-    def describe(self, commits: Sequence[tuple[int, float]], shown: int = 3) -> str:
-        """`3 similar past commits: 1a2b3c4d5e fix X; ...` for a hit's evidence."""
+    def describe(self, commits: Sequence[tuple[int, float]], shown: int = 3, kind: str = "similar past",
+                 why: str = "") -> str:
+        """`3 similar past commits: 1a2b3c4d5e fix X; ...` for a hit's evidence (`kind` before the
+        noun, `why` after it)."""
         best = sorted(commits, key=lambda c: -c[1])[:shown]
         named = "; ".join(f"{self.commits[i].sha[:10]} {self.commits[i].subject}" for i, _ in best)
         noun = "commit" if len(commits) == 1 else "commits"
-        return f"{len(commits)} similar past {noun}: {named}"
+        return f"{len(commits)} {kind} {noun}{why}: {named}"
 
 
 def vote_scores(votes: Mapping[str, Sequence[tuple[int, float]]], path_numbers: Mapping[str, int],

@@ -26,7 +26,7 @@ import numpy as np
 if TYPE_CHECKING:  # index.embed is imported only when a model is loaded: searches start faster
     from index.embed import Embedder
 
-__all__ = ["SUBJECT_VOTERS", "SubjectEncoder", "SubjectVectors", "subject_spec", "subject_votes"]
+__all__ = ["SUBJECT_VOTERS", "SubjectEncoder", "SubjectVectors", "per_file", "subject_spec", "subject_votes"]
 
 SUBJECT_VOTERS = 30  # the same number of voters as the BM25 votes (index/history.VOTERS)
 # Up to this many subjects go through the query path one by one: a re-index after a few commits
@@ -135,17 +135,26 @@ class SubjectVectors:
         return top.astype(np.int64), cosines[top].astype(np.float64)
 
 
-def subject_votes(vectors: SubjectVectors, files_of: Callable[[int], Sequence[str]], title_vector: np.ndarray,
-                  numbers: Mapping[str, int], n_files: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per file number (`numbers`: path -> number, of `n_files`): the summed cosine of the
-    SUBJECT_VOTERS commits nearest to the title that touched it (`files_of(commit number)`), and
-    how many of them did."""
-    votes, voters = np.zeros(n_files), np.zeros(n_files)
+def subject_votes(vectors: SubjectVectors, files_of: Callable[[int], Sequence[str]],
+                  title_vector: np.ndarray) -> dict[str, list[tuple[int, float]]]:
+    """path -> the SUBJECT_VOTERS commits nearest to the title that touched it
+    (`files_of(commit number)`), with their cosines."""
+    out: dict[str, list[tuple[int, float]]] = {}
     commits, cosines = vectors.nearest(title_vector)
     for commit, cosine in zip(commits.tolist(), cosines.tolist()):
         for path in files_of(commit):
-            number = numbers.get(path)
-            if number is not None:
-                votes[number] += cosine
-                voters[number] += 1
-    return votes, voters
+            out.setdefault(path, []).append((commit, cosine))
+    return out
+
+
+def per_file(votes: Mapping[str, Sequence[tuple[int, float]]], numbers: Mapping[str, int],
+             n_files: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per file number (`numbers`: path -> number, of `n_files`): the summed cosine of its voters,
+    and how many they are (files the index no longer has are left out)."""
+    summed, count = np.zeros(n_files), np.zeros(n_files)
+    for path, commits in votes.items():
+        number = numbers.get(path)
+        if number is not None:
+            summed[number] = sum(cosine for _, cosine in commits)
+            count[number] = len(commits)
+    return summed, count

@@ -13,7 +13,7 @@ from index.embed import Embedder, HashEmbedder
 from index.history import History, update_from_git, update_history
 from index.ranker import FEATURES
 from index.search import Searcher
-from index.subjects import SubjectEncoder, SubjectVectors, subject_spec, subject_votes
+from index.subjects import SubjectEncoder, SubjectVectors, per_file, subject_spec, subject_votes
 from tests.support.git import commit, git, printer_repo
 
 SPEC = "hash:64"
@@ -108,12 +108,13 @@ def test_the_commits_nearest_the_title_vote_for_their_files_by_cosine_and_count(
     subjects = ["Fix pretty printing of nested matrices", "Add the parser", "Pretty printing of nested lists"]
     files = [("pkg/printer.py",), ("pkg/parser.py",), ("pkg/printer.py", "pkg/gone.py")]
     vectors = SubjectVectors("hash:256", model.id, model.encode(subjects))
-    votes, voters = subject_votes(vectors, lambda i: files[i], model.encode_query("nested matrices print wrong"),
-                                  {"pkg/printer.py": 0, "pkg/parser.py": 1}, 2)
-    commits, cosines = vectors.nearest(model.encode_query("nested matrices print wrong"))
+    title = model.encode_query("nested matrices print wrong")
+    commits, cosines = vectors.nearest(title)
     assert commits[0] == 0 and list(cosines) == sorted(cosines, reverse=True)
-    assert voters.tolist() == [2.0, 1.0]  # all three commits vote: there are fewer than 30
-    assert votes[0] > votes[1]
+    by_path = subject_votes(vectors, lambda i: files[i], title)
+    assert sorted(c for c, _ in by_path["pkg/printer.py"]) == [0, 2]  # all three vote: there are fewer than 30
+    summed, count = per_file(by_path, {"pkg/printer.py": 0, "pkg/parser.py": 1}, 2)  # gone.py: not indexed
+    assert count.tolist() == [2.0, 1.0] and summed[0] > summed[1]
 
 
 def test_a_search_reads_the_title_against_the_subjects_with_the_model_that_made_them(repo: Path, tmp_path: Path) -> None:
@@ -134,3 +135,15 @@ def test_many_subjects_are_embedded_once_each_and_come_back_in_their_order() -> 
     vectors = SubjectEncoder(SPEC, loader).encode(texts)
     assert sorted(loader.texts) == sorted(set(texts))
     assert np.allclose(vectors, HashEmbedder(64).encode(texts))
+
+
+def test_a_hit_shows_the_past_commits_titled_like_the_question_as_evidence(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=SPEC))
+    searcher = Searcher(tmp_path / "idx")
+    hits = searcher.search("Pretty printing of nested matrices is wrong\nBrackets are lost.", k=3).hits
+    printer = next(h for h in hits if h.path == "pkg/printer.py")
+    titled = [line for line in printer.evidence if "titled like the question" in line]
+    assert len(titled) == 1 and titled[0].startswith("1 past commit titled like the question: ")
+    assert "Fix pretty printing of nested matrices" in titled[0] and "Add the pretty printer" not in titled[0]
+    unrelated = searcher.search("Return value of repr is surprising\nrepr(x) returns it.", k=3).hits
+    assert unrelated and not any("titled like the question" in line for h in unrelated for line in h.evidence)
