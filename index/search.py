@@ -139,9 +139,10 @@ class Searcher:
                 self._history = (mtime, History.load(folder))
             return self._history[1]
 
-    def _votes(self, gen: Generation, query: str) -> Votes:
+    def _votes(self, gen: Generation, query: str, subjects: bool = True) -> Votes:
+        """`subjects`: also ask the subject vectors (only the learned second stage reads them)."""
         return gather_votes(self.history(), query, self._numbers, len(gen.files.paths),
-                            lambda vectors, title: self._read_title(gen, vectors, title))
+                            (lambda vectors, title: self._read_title(gen, vectors, title)) if subjects else None)
 
     def _read_title(self, gen: Generation, vectors: SubjectVectors, title: str) -> np.ndarray | None:
         """The title's vector by the model that made the history's subject vectors (index/subjects.py),
@@ -296,7 +297,8 @@ class Searcher:
         text = focus(query)
         scores, near = self._retrieve(gen, text, "hybrid", allowed)
         ranker = self.ranker if learned else None
-        file_score = _file_scores(gen, text, scores, near, allowed, weights, self._votes(gen, text), ranker)
+        votes = self._votes(gen, text, subjects=ranker is not None)
+        file_score = _file_scores(gen, text, scores, near, allowed, weights, votes, ranker)
         order = file_score.ordered()
         at = np.searchsorted(file_score.files, order)
         return list(zip([gen.files.paths[f] for f in order.tolist()], file_score.scores[at].tolist()))
