@@ -43,6 +43,7 @@ __all__ = [
     "VOTERS",
     "History",
     "HistoryReport",
+    "LiveHistory",
     "PastCommit",
     "git_location",
     "read_commits",
@@ -302,6 +303,27 @@ class History:
         named = "; ".join(f"{self.commits[i].sha[:10]} {self.commits[i].subject}" for i, _ in best)
         noun = "commit" if len(commits) == 1 else "commits"
         return f"{len(commits)} {kind} {noun}{why}: {named}"
+
+
+class LiveHistory:
+    """The current history of one index folder, reloaded when a re-index rewrites it (the CURRENT
+    pointer's mtime changes); safe to share between threads."""
+
+    def __init__(self, index_dir: Path) -> None:
+        self._pointer = Path(index_dir) / FOLDER / _POINTER
+        self._index_dir = Path(index_dir)
+        self._lock = threading.Lock()
+        self._loaded: tuple[int, History | None] | None = None
+
+    def get(self) -> History | None:
+        try:
+            mtime = self._pointer.stat().st_mtime_ns
+        except OSError:
+            return None
+        with self._lock:
+            if self._loaded is None or self._loaded[0] != mtime:
+                self._loaded = (mtime, History.load(self._index_dir))
+            return self._loaded[1]
 
 
 def vote_scores(votes: Mapping[str, Sequence[tuple[int, float]]], path_numbers: Mapping[str, int],

@@ -25,7 +25,7 @@ from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
 from index.filescores import FileScores
 from index.focus import focus
 from index.fusion import rrf, top_k
-from index.history import History
+from index.history import History, LiveHistory
 from index.hits import files_first, merge_hits, pack_hits
 from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence, title_of
 from index.ranker import Ranker, load_ranker
@@ -90,7 +90,8 @@ class Searcher:
         self._gen: Generation | None = None
         self._embedder: Embedder | None = None
         self._stale: tuple[float, str, int] | None = None
-        self._history: tuple[float, History | None] | None = None
+        folder = getattr(store, "path", None)  # only a local index folder keeps history; Milvus has none
+        self._history = LiveHistory(folder) if isinstance(folder, Path) else None
         self._numbers: dict[str, int] = {}
         self.ranker: Ranker | None = load_ranker() if learned else None
         self.refresh()
@@ -123,21 +124,9 @@ class Searcher:
         return Path(self.manifest.root)
 
     def history(self) -> History | None:
-        """The index's past commits (index/history.py), reloaded when a re-index rewrites them.
-
-        Only a local index folder keeps history; a Milvus store has none (the signal is then absent)."""
-        folder = getattr(self.store, "path", None)
-        if not isinstance(folder, Path):
-            return None
-        pointer = folder / "history" / "CURRENT"
-        try:
-            mtime = pointer.stat().st_mtime_ns
-        except OSError:
-            return None
-        with self._lock:
-            if self._history is None or self._history[0] != mtime:
-                self._history = (mtime, History.load(folder))
-            return self._history[1]
+        """The index's past commits (index/history.py), reloaded when a re-index rewrites them;
+        None without any (outside git, `--no-history`, a Milvus store)."""
+        return self._history.get() if self._history is not None else None
 
     def _votes(self, gen: Generation, query: str, subjects: bool = True) -> Votes:
         """`subjects`: also ask the subject vectors (only the learned second stage reads them)."""

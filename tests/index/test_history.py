@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from index.build import BuildOptions, build_index
-from index.history import MAX_FILES, History, update_from_git, update_history
+from index.history import MAX_FILES, History, LiveHistory, update_from_git, update_history
 from index.tokenize import terms
 from tests.support.git import commit, git, printer_repo
 
@@ -81,3 +81,15 @@ def test_outside_git_or_with_no_history_there_is_none(repo: Path, tmp_path: Path
     assert History.load(tmp_path / "idx2") is not None
     build_index(repo, tmp_path / "idx2", BuildOptions(embedder=None, history=False))
     assert History.load(tmp_path / "idx2") is None
+
+
+def test_a_live_history_reloads_after_a_reindex_and_is_none_without_one(repo: Path, tmp_path: Path) -> None:
+    live = LiveHistory(tmp_path / "idx")
+    assert live.get() is None
+    update_history(repo, tmp_path / "idx")
+    first = live.get()
+    assert first is not None and len(first.commits) == 3 and live.get() is first
+    commit(repo, {"pkg/parser.py": "def parse(s):\n    return s.strip()\n"}, "Strip whitespace in the parser")
+    update_history(repo, tmp_path / "idx")
+    again = live.get()
+    assert again is not None and len(again.commits) == 4
