@@ -51,8 +51,10 @@ __all__ = [
 DONE_MARKER = "bench-complete"
 EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
 # The modules whose code decides what an index holds (not how it is searched or watched).
+# The modules (index/NAME.py) and packages (index/NAME/) whose code decides what an index holds.
 _CONTENT_MODULES = (
-    "discover", "languages", "chunk", "tokenize", "lexical", "postings", "embed", "minilm", "vector", "store", "build",
+    "discover", "ignore", "languages", "syntax", "chunk", "tokenize", "lexical", "postings", "embed", "vector",
+    "store", "segments", "changes", "delta", "build",
 )
 
 Progress = Callable[[str], None]
@@ -170,11 +172,26 @@ def index_fingerprint(embedder: Embedder) -> str:
     code may have another format or other chunks, so it is rebuilt rather than trusted."""
     import index
 
+    home = Path(index.__file__).parent
     digest = hashlib.sha1(str(getattr(embedder, "id", embedder)).encode())
-    for name in _CONTENT_MODULES:
-        source = Path(index.__file__).parent / f"{name}.py"
-        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    for source in content_sources(home):
+        digest.update(source.encode() + b"\0" + (home / source).read_bytes())
     return digest.hexdigest()[:16]
+
+
+def content_sources(home: Path, names: Sequence[str] = _CONTENT_MODULES) -> list[str]:
+    """The source files, relative to `home`, of its modules and packages `names` (a package's
+    sorted). A name that is neither was moved: FileNotFoundError, which says to update the list."""
+    found: list[str] = []
+    for name in names:
+        if (home / f"{name}.py").is_file():
+            found.append(f"{name}.py")
+        elif (home / name / "__init__.py").is_file():
+            found.extend(sorted(p.relative_to(home).as_posix() for p in (home / name).rglob("*.py")))
+        else:
+            raise FileNotFoundError(f"{home.name}/{name} is neither a module nor a package: "
+                                    f"update _CONTENT_MODULES in {__name__}")
+    return found
 
 
 def _keep(live_index: Path, kept: Path, fingerprint: str) -> None:

@@ -1,11 +1,13 @@
-"""bench/swebench_trees.py sync_tree: the live folder ends up holding exactly the new tree."""
+"""bench/swebench_trees.py: sync_tree leaves the live folder holding the new tree; the fingerprint reads its code."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from bench.swebench_trees import sync_tree
+import pytest
+
+from bench.swebench_trees import content_sources, index_fingerprint, sync_tree
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -58,3 +60,23 @@ def test_unchanged_files_are_not_written(tmp_path: Path) -> None:
     (src / "a.py").write_text("a\n")
     sync_tree(src, live)
     assert sync_tree(src, live) == 0
+
+
+def test_the_fingerprint_reads_every_index_module_and_package_it_names() -> None:
+    import index
+
+    home = Path(index.__file__).parent
+    sources = content_sources(home)
+    assert "build.py" in sources and "embed/minilm.py" in sources and "embed/bulk.py" in sources
+    assert all((home / s).is_file() for s in sources)
+    assert index_fingerprint("static:a") != index_fingerprint("static:b")  # type: ignore[arg-type]
+
+
+def test_a_moved_module_stops_the_fingerprint_with_a_message(tmp_path: Path) -> None:
+    (tmp_path / "chunk.py").write_text("")
+    (tmp_path / "embed").mkdir()
+    (tmp_path / "embed" / "__init__.py").write_text("")
+    (tmp_path / "embed" / "cache.py").write_text("")
+    assert content_sources(tmp_path, ("chunk", "embed")) == ["chunk.py", "embed/__init__.py", "embed/cache.py"]
+    with pytest.raises(FileNotFoundError, match="update _CONTENT_MODULES"):
+        content_sources(tmp_path, ("chunk", "minilm"))
