@@ -67,7 +67,7 @@ class Searcher:
 
     Safe to share between threads. The embedder is loaded on the first query that needs it, so
     a lexical-only process never imports it, and the default MiniLM answers queries without torch
-    (index/minilm.py). That one-off load is reported as `load_ms`, apart from `took_ms`.
+    (index/embed/minilm.py). That one-off load is reported as `load_ms`, apart from `took_ms`.
     """
 
     def __init__(
@@ -224,7 +224,7 @@ class Searcher:
                     f"index vectors were made by {meta.get('embedder_id')}, not {embedder.id}: "
                     "run `bridge index --rebuild`"
                 )
-            # A lazy embedder (index/minilm.py) builds its query model on first use: do it now,
+            # A lazy embedder (index/embed/minilm.py) builds its query model on first use: do it now,
             # so that the one-off cost is counted as load, not as search.
             prepare = getattr(embedder, "query_model", None)
             if callable(prepare):
