@@ -62,6 +62,13 @@ else
     cmake_args="$cmake_args $lib_args"
   fi
   [ -z "$lib_dirs" ] || export LD_LIBRARY_PATH="$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # A pip-installed cmake on PATH is a Python script that imports its package; inside pip's isolated
+  # build environment that import fails, so scikit-build-core asks the index for cmake (offline: no
+  # build). Its real binary works anywhere. (Seen on the GPU image, whose PyTorch venv carries cmake.)
+  if [ -z "${CMAKE_EXECUTABLE:-}" ]; then
+    cmake_bin=$("$py" -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))' 2>/dev/null || true)
+    [ -z "$cmake_bin" ] || [ ! -x "$cmake_bin" ] || export CMAKE_EXECUTABLE=$cmake_bin
+  fi
   wheels=$wheel_root/llama-$backend
   venv=$out/gpu-venv
   if [ ! -x "$venv/bin/python" ]; then
