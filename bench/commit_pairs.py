@@ -39,7 +39,8 @@ from bench.train_ranker import Sample
 from index.build import BuildOptions, build_index, fill_vectors
 from index.embed import load_embedder
 from index.history import read_commits, update_from_git
-from index.rank import is_auxiliary, title_of
+from index.question import title_of
+from index.rank import is_auxiliary
 from index.search import Searcher
 from index.store import default_home
 

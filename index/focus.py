@@ -8,7 +8,7 @@ outvote the few that matter (the title, the code, the traceback, the names), bec
 term's weight once per occurrence in the query and the dense vector averages over all of it.
 
 `focus` drops those lines from a report longer than FOCUS_BYTES and keeps everything else in
-order (title first, so index/rank.title_of still finds it); a shorter question is returned
+order (title first, so index/question.title_of still finds it); a shorter question is returned
 unchanged, so ordinary questions are searched exactly as typed. Each rule matches a line by its
 shape alone, never by a word list of one project, and a rule that would leave nothing but the
 title is not applied (the report is then searched whole).

@@ -24,7 +24,6 @@ the constants round numbers; bench/swebench.py measures each signal's share (ben
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from index.clues import aggregate_matrix, clue_matrix
 from index.filescores import FileScores, mask, ranking
 from index.fusion import RRF_K
 from index.languages import language_for
+from index.question import QueryClues, extract_clues, title_of
 from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row, relative_columns, subject_columns
 
 __all__ = [
@@ -42,12 +42,9 @@ __all__ = [
     "DENSE_CHUNKS",
     "SIGNALS",
     "FileEvidence",
-    "QueryClues",
     "QueryEvidence",
-    "extract_clues",
     "fuse",
     "is_auxiliary",
-    "title_of",
 ]
 
 AUXILIARY_FACTOR = 0.5
@@ -58,54 +55,11 @@ MAX_MATCHES = 3  # a mention matching more files than this is too vague to count
 SIGNALS: Mapping[str, float] = {"chunks": 1.0, "files": 1.0, "title": 1.0, "mentions": 1.0, "definitions": 1.0,
                                 "dense": 1.0, "history": 0.0}
 
-# A path is looked for only at the start of each run of path characters: searched anywhere, the
-# pattern backtracks cubically on a long run without a dot (4 KB of one word took 50 s).
-_PATH_RUN = re.compile(r"[\w.\-/\\]+")
-_PATH = re.compile(
-    r"[\w.\-/\\]*[\w\-]\.(?:py|pyx|pxd|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|java|rb|rst|md|txt|cfg|toml|ini|ya?ml|json)\b"
-)
-_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-_FROM_IMPORT = re.compile(r"\bfrom\s+([\w.]+)\s+import\s+\(?([\w\s,]+)")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
-_CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\(")
-_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-_INLINE = re.compile(r"`[^`\n]+`")
-_CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _DOC_DIRS = frozenset({"doc", "docs", "example", "examples", "benchmarks", "bench"})
 # Languages of prose and data rather than code (None: the name says nothing, e.g. CHANGES).
 _NOT_CODE = frozenset({None, "markdown", "rst", "text", "latex", "json", "yaml", "toml", "ini", "xml", "html",
                        "css", "scss", "less"})
-
-
-@dataclass(frozen=True)
-class QueryClues:
-    """What a question says about code, beyond its words."""
-
-    paths: tuple[str, ...]  # path-like mentions, "/" separators, in order of appearance
-    modules: tuple[str, ...]  # dotted names, in order of appearance
-    identifiers: frozenset[str]  # names used in code context or shaped like code
-
-
-def extract_clues(query: str) -> QueryClues:
-    found = (_PATH.match(run.group(0)) for run in _PATH_RUN.finditer(query) if "." in run.group(0))
-    paths = tuple(m.group(0).replace("\\", "/").removeprefix("./") for m in found if m)
-    modules = [m.group(0) for m in _DOTTED.finditer(query)]
-    for match in _FROM_IMPORT.finditer(query):
-        modules.extend(f"{match.group(1)}.{name}" for name in re.findall(r"\w+", match.group(2)))
-    code = "\n".join([*_FENCE.findall(query), *_INLINE.findall(query), *_CODE_LINE.findall(query)])
-    identifiers = set(_IDENT.findall(code))
-    for match in _IDENT.finditer(query):
-        window = query[max(0, match.start() - 1) : match.end() + 1]
-        if _CODE_SHAPED.search(window):
-            identifiers.add(match.group(0))
-    return QueryClues(paths, tuple(modules), frozenset(identifiers))
-
-
-def title_of(query: str) -> str | None:
-    """The first non-empty line of a question of several lines; None for a one-line question."""
-    lines = [line for line in query.splitlines() if line.strip()]
-    return lines[0] if len(lines) > 1 else None
 
 
 def is_auxiliary(path: str) -> bool:

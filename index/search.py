@@ -27,7 +27,8 @@ from index.focus import focus
 from index.fusion import rrf, top_k
 from index.history import History, LiveHistory
 from index.hits import files_first, merge_hits, pack_hits
-from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence, title_of
+from index.question import title_of
+from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence
 from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
 from index.store import Manifest

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from index.history import History, vote_scores
-from index.rank import title_of
+from index.question import title_of
 from index.subjects import SubjectVectors, per_file, subject_votes
 from index.tokenize import terms
 from index.types import Hit

@@ -79,7 +79,7 @@ def test_aggregates_count_a_files_chunks_among_the_best_and_the_nearest() -> Non
 def test_the_deepest_traceback_frame_is_the_last_path_named() -> None:
     paths = ["pkg/a.py", "pkg/b.py", "pkg/c.py"]
     files = FileEvidence(paths, np.arange(3, dtype=np.int64), np.ones(3, dtype=np.int64), lambda: [])
-    from index.rank import extract_clues
+    from index.question import extract_clues
 
     report = 'File "/site/pkg/a.py", line 3\nFile "/site/pkg/c.py", line 9\nValueError'
     assert list(files.last_mentioned(extract_clues(report))) == [2]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from index.filescores import FileScores, best_first, ordered
-from index.rank import AUXILIARY_FACTOR, SIGNALS, FileEvidence, QueryEvidence, fuse, title_of
+from index.question import title_of
+from index.rank import AUXILIARY_FACTOR, SIGNALS, FileEvidence, QueryEvidence, fuse
 from index.ranker import RERANK, feature_matrix, load_ranker, relative_columns, subject_columns
 
 

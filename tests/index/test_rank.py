@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from index.build import BuildOptions, build_index
-from index.rank import RRF_K, FileEvidence, extract_clues, fuse, is_auxiliary, title_of
+from index.question import extract_clues, title_of
+from index.rank import RRF_K, FileEvidence, fuse, is_auxiliary
 from index.search import Searcher
 
 TRACEBACK = '''Crash when printing

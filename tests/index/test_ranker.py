@@ -75,7 +75,7 @@ def test_a_question_of_one_line_keeps_the_fused_order_the_model_was_not_trained_
 
 def test_a_64_kb_report_of_one_long_word_is_read_for_clues_without_backtracking() -> None:
     # The path pattern once backtracked cubically on a long run without a dot (4 KB took 50 s).
-    from index.rank import extract_clues
+    from index.question import extract_clues
 
     clues = extract_clues("a" * 65536 + " see pkg/core.py")
     assert clues.paths == ("pkg/core.py",)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from index.build import BuildOptions, build_index, fill_vectors
-from index.rank import extract_clues
+from index.question import extract_clues
 from index.search import Searcher
 from index.segments import SEGMENTS, load_segments
 from index.store import IndexDir
