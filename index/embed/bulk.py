@@ -31,7 +31,7 @@ import numpy as np
 from index.embed.feed import load_tokenizer, padded_feed
 from index.errors import EmbedderError
 
-__all__ = ["OpenVinoBulk", "bulk_onnx_path", "openvino_has_bf16"]
+__all__ = ["OpenVinoBulk", "bulk_onnx_path", "compile_minilm", "openvino_has_bf16"]
 
 _GRAPH_VERSION = 1  # bump when the exported graph changes
 _MAX_BATCH = 8  # texts per inference request; larger batches measured slower here
@@ -71,6 +71,14 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
+def compile_minilm(model_file: Path, config: dict[str, Any]) -> Any:
+    """The exported MiniLM graph compiled for the CPU with `config` (OpenVINO's property names)."""
+    try:
+        return _openvino().Core().compile_model(str(model_file), "CPU", config)
+    except RuntimeError as exc:  # OpenVINO reports unreadable files as RuntimeError
+        raise EmbedderError(f"exported MiniLM {model_file} is unreadable ({exc}): delete it to export again") from exc
+
+
 class OpenVinoBulk:
     """The exported MiniLM compiled for the CPU, with one inference stream per usable core."""
 
@@ -83,10 +91,7 @@ class OpenVinoBulk:
             "INFERENCE_NUM_THREADS": cores,
             "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32",
         }
-        try:
-            compiled = ov.Core().compile_model(str(model_file), "CPU", config)
-        except RuntimeError as exc:  # OpenVINO reports unreadable files as RuntimeError
-            raise EmbedderError(f"exported MiniLM {model_file} is unreadable ({exc}): delete it to export again") from exc
+        compiled = compile_minilm(model_file, config)
         self.streams = int(compiled.get_property("NUM_STREAMS"))
         self._queue = ov.AsyncInferQueue(compiled, self.streams)
         self._lock = threading.Lock()  # one queue: callers take turns

@@ -7,10 +7,13 @@ Measured here (bench/embed_bench.py, bench/RESULTS.md):
   float32 torch. Without openvino (or with BRIDGE_MINILM_BULK=torch) it runs on torch, in bf16
   where fast (about 2x). ONNX Runtime, float32 or int8, was no faster than torch's float32 on
   these cores, so it is not used for bulk work.
-- A query is one short text. Importing torch and building a SentenceTransformer costs seconds
-  and hundreds of MB; an ONNX Runtime session over a graph exported once, locally, from the
-  bundled weights needs only onnxruntime and tokenizers. The graph includes mean pooling and
-  normalisation, so its output is the sentence vector itself.
+- A query is one text. Importing torch and building a SentenceTransformer costs seconds and
+  hundreds of MB; a graph exported once, locally, from the bundled weights needs only a runtime
+  and tokenizers. The graph includes mean pooling and normalisation, so its output is the
+  sentence vector itself. It runs on OpenVINO, one thread, bf16 where the CPU has it: a whole
+  bug report (256 word pieces) takes 16 ms there against 58 ms on ONNX Runtime's float32, a
+  12-piece question 2.2 ms against 6.0 (bench/RESULTS.md). ONNX Runtime stays as the reference
+  (BRIDGE_MINILM_QUERY=onnxruntime) and the fallback where openvino is not installed.
 
 All paths compute the same function (float32 ONNX to a cosine of 1.0, bf16 to 0.9999), so
 they share the embedder id of the plain torch model and the vectors already cached stay valid.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,12 +38,13 @@ from index.errors import EmbedderError
 if TYPE_CHECKING:
     from index.embed.bulk import OpenVinoBulk
 
-__all__ = ["MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path"]
+__all__ = ["MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path", "query_backend"]
 
 _EXPORT_VERSION = 1  # bump when the exported graph changes
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _PRECISION_ENV = "BRIDGE_MINILM_PRECISION"  # auto | bf16 | fp32
 _BULK_ENV = "BRIDGE_MINILM_BULK"  # auto | openvino | torch
+_QUERY_ENV = "BRIDGE_MINILM_QUERY"  # auto | openvino | onnxruntime
 
 
 def onnx_path(cache_dir: Path, fingerprint: str) -> Path:
@@ -65,14 +70,23 @@ def bf16_is_fast(backend: str = "torch") -> bool:
 
 def bulk_backend() -> str:
     """'openvino' (the fast one) when it is installed, else 'torch'; BRIDGE_MINILM_BULK forces one."""
-    choice = os.environ.get(_BULK_ENV, "auto")
-    if choice in ("openvino", "torch"):
+    return _backend(_BULK_ENV, "torch")
+
+
+def query_backend() -> str:
+    """'openvino' (the fast one) when it is installed, else 'onnxruntime'; BRIDGE_MINILM_QUERY forces one."""
+    return _backend(_QUERY_ENV, "onnxruntime")
+
+
+def _backend(env: str, fallback: str) -> str:
+    choice = os.environ.get(env, "auto")
+    if choice in ("openvino", fallback):
         return choice
     if choice != "auto":
-        raise EmbedderError(f"{_BULK_ENV}={choice} is not a backend: use auto, openvino or torch")
+        raise EmbedderError(f"{env}={choice} is not a backend: use auto, openvino or {fallback}")
     import importlib.util
 
-    return "openvino" if importlib.util.find_spec("openvino") else "torch"
+    return "openvino" if importlib.util.find_spec("openvino") else fallback
 
 
 def export_onnx(folder: Path, target: Path, attention: str = "sdpa") -> Path:
@@ -146,6 +160,29 @@ def _quiet_export() -> Iterator[None]:
         yield
 
 
+class _OpenVinoQueries:
+    """The bulk graph (eager attention, which OpenVINO fuses) compiled for latency on one thread,
+    and the model's own tokenizer: embeds texts without torch."""
+
+    def __init__(self, model_file: Path, tokenizer_file: Path, bf16: bool) -> None:
+        from index.embed.bulk import compile_minilm
+
+        # One thread: two measured 10.5 against 15.8 ms for a whole report on idle cores, but a
+        # server's queries share the cores with each other and with indexing (for ONNX Runtime's
+        # two threads, 36.6 ms idle became 68.8-112.8 ms under load).
+        config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1,
+                  "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"}
+        self.request = compile_minilm(model_file, config).create_infer_request()
+        self.tokenizer = load_tokenizer(tokenizer_file)
+        self._lock = threading.Lock()  # one request object: callers take turns
+        self.encode(["warm up"])
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        feed = padded_feed(self.tokenizer.encode_batch(list(texts)))
+        with self._lock:
+            return np.array(self.request.infer(feed)[0], dtype=np.float32)
+
+
 class _OnnxQueries:
     """One ONNX Runtime session and the model's own tokenizer: embeds texts without torch."""
 
@@ -172,7 +209,7 @@ class _OnnxQueries:
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2: bulk `encode` on OpenVINO (else torch; bf16 where fast), `encode_query` on
-    ONNX Runtime. Each side is loaded on first use, so a process that only answers queries never
+    OpenVINO too (else ONNX Runtime). Each side is loaded on first use, so a process that only answers queries never
     imports torch, nor does bulk encoding once the OpenVINO model is converted."""
 
     def __init__(
@@ -185,7 +222,7 @@ class MiniLMEmbedder:
         self.dim = 384
         self.id = f"{name}@{fingerprint}"
         self._torch: Any = None
-        self._queries: _OnnxQueries | None = None
+        self._queries: _OpenVinoQueries | _OnnxQueries | None = None
         self._openvino: OpenVinoBulk | None = None
         self.backend: str | None = None  # the bulk side: decided on first use
         self.bf16: bool | None = None  # decided when the bulk side loads
@@ -212,24 +249,30 @@ class MiniLMEmbedder:
         vector: np.ndarray = self.query_model().encode([text])[0]
         return vector
 
-    def query_model(self) -> _OnnxQueries:
-        """The torch-free query side, exporting the graph on first use (needs torch that once)."""
+    def query_model(self) -> _OpenVinoQueries | _OnnxQueries:
+        """The torch-free query side, exporting its graph on first use (needs torch that once)."""
         if self._queries is None:
-            target = onnx_path(self.cache_dir, self.fingerprint)
-            if not target.is_file():
-                export_onnx(self.folder, target)
-            self._queries = _OnnxQueries(target, self.folder / "tokenizer.json")
+            tokenizer = self.folder / "tokenizer.json"
+            if query_backend() == "openvino":
+                from index.embed.bulk import bulk_onnx_path
+
+                self._queries = _OpenVinoQueries(self._graph(bulk_onnx_path, "eager"), tokenizer, bf16_is_fast("openvino"))
+            else:
+                self._queries = _OnnxQueries(self._graph(onnx_path, "sdpa"), tokenizer)
         return self._queries
+
+    def _graph(self, path_of: Callable[[Path, str], Path], attention: str) -> Path:
+        target = path_of(self.cache_dir, self.fingerprint)
+        if not target.is_file():
+            export_onnx(self.folder, target, attention=attention)
+        return target
 
     def _openvino_model(self) -> OpenVinoBulk:
         if self._openvino is None:
             from index.embed.bulk import OpenVinoBulk, bulk_onnx_path
 
-            target = bulk_onnx_path(self.cache_dir, self.fingerprint)
-            if not target.is_file():
-                export_onnx(self.folder, target, attention="eager")
             self.bf16 = bf16_is_fast("openvino")
-            self._openvino = OpenVinoBulk(target, self.folder / "tokenizer.json", self.bf16)
+            self._openvino = OpenVinoBulk(self._graph(bulk_onnx_path, "eager"), self.folder / "tokenizer.json", self.bf16)
         return self._openvino
 
     def _torch_model(self) -> Any:

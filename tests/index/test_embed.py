@@ -236,6 +236,34 @@ def test_bulk_backend_is_openvino_when_installed_and_can_be_forced(monkeypatch: 
         bulk_backend()
 
 
+def test_query_backend_is_openvino_when_installed_and_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    from index.embed.minilm import query_backend
+
+    monkeypatch.delenv("BRIDGE_MINILM_QUERY", raising=False)
+    assert query_backend() == "openvino"
+    monkeypatch.setenv("BRIDGE_MINILM_QUERY", "onnxruntime")
+    assert query_backend() == "onnxruntime"
+    monkeypatch.setenv("BRIDGE_MINILM_QUERY", "torch")
+    with pytest.raises(EmbedderError, match="BRIDGE_MINILM_QUERY=torch is not a backend: use auto, openvino or onnxruntime"):
+        query_backend()
+
+
+@pytest.mark.slow
+def test_queries_on_openvino_and_on_onnx_runtime_give_the_same_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BRIDGE_MINILM_QUERY", raising=False)
+    fast = load_embedder("minilm", cache_dir=tmp_path)
+    fast.query_model()  # type: ignore[attr-defined]  # the backend is chosen when the query side loads
+    monkeypatch.setenv("BRIDGE_MINILM_QUERY", "onnxruntime")
+    reference = load_embedder("minilm", cache_dir=tmp_path)
+    report = "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n" * 60
+    for text in ["load a JSON file", report]:
+        assert float(fast.encode_query(text) @ reference.encode_query(text)) > 0.9999
+    assert type(fast.query_model()).__name__ == "_OpenVinoQueries"  # type: ignore[attr-defined]
+    assert type(reference.query_model()).__name__ == "_OnnxQueries"  # type: ignore[attr-defined]
+
+
 def test_a_precision_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from index.embed.minilm import bf16_is_fast
 
