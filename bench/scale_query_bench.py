@@ -127,7 +127,7 @@ def static_copy(index: Path, target: Path, every: int) -> dict[str, Any]:
     write_cpu = time.process_time() - c0
     exact = VectorIndex.load(dest / "vectors.faiss").exact
     return {"vectors": count, "dim": emb.dim, "embed_cpu_s": round(embed_cpu, 1),
-            "index": "flat (exact)" if exact else "IVF", "write_cpu_s": round(write_cpu, 1)}
+            "index": "flat (every vector scanned)" if exact else "IVF", "write_cpu_s": round(write_cpu, 1)}
 
 
 def _run(source: Path, plan: list[tuple[str, str, str, list[str]]]) -> dict[str, Any]:

@@ -335,7 +335,7 @@ def fill_vectors(
             EmbeddingCache(store.embeddings_path).close()
         return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True)
     emb = embedder if embedder is not None else load_embedder(manifest.embedder, cache_dir=default_home() / "models")
-    prepare = getattr(emb, "query_model", None)
+    prepare = getattr(emb, "export_query_graph", None)
     if callable(prepare):
         prepare()  # export the torch-free query model now, so the first search does not pay for it
     table = open_table(gen)

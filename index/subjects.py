@@ -30,7 +30,7 @@ __all__ = ["SUBJECT_VOTERS", "SubjectEncoder", "SubjectVectors", "per_file", "su
 
 SUBJECT_VOTERS = 30  # the same number of voters as the BM25 votes (index/history.VOTERS)
 # Up to this many subjects go through the query path one by one: a re-index after a few commits
-# then loads MiniLM's query model in 0.3 s instead of compiling the bulk one for 1.5 s (2 cores).
+# then loads MiniLM's query model in 0.6 s instead of compiling the bulk one for 1.5 s (2 cores).
 _FEW = 32
 _VECTORS = "subjects.npy"
 _META = "subjects.json"

@@ -33,6 +33,35 @@ def test_a_small_index_is_exact_and_returns_chunk_ids_with_cosines() -> None:
     assert found[0] == (14, pytest.approx(1.0, abs=1e-5))
 
 
+def test_a_small_index_keeps_float16_vectors_in_about_half_the_bytes_and_finds_what_exact_search_finds(
+    tmp_path: Path,
+) -> None:
+    import faiss
+
+    x, ids = clustered(2_000, dim=64, seed=3), np.arange(2_000, dtype=np.int64)
+    VectorIndex.build(ids, x).save(tmp_path / "half.faiss")
+    full = faiss.IndexIDMap2(faiss.IndexFlatIP(64))
+    full.add_with_ids(x, ids)
+    faiss.write_index(full, str(tmp_path / "full.faiss"))
+    assert (tmp_path / "half.faiss").stat().st_size < 0.6 * (tmp_path / "full.faiss").stat().st_size
+    index = VectorIndex.load(tmp_path / "half.faiss")
+    for q in x[:10]:
+        found = index.top(q, 50)
+        assert {i for i, _ in found} <= set(exact(x, ids, q, 55))  # only near-ties move, by a place or two
+        np.testing.assert_allclose([c for _, c in found], x[[i for i, _ in found]] @ q, atol=1e-3)
+
+
+def test_a_float32_flat_file_from_earlier_versions_is_still_searched_exactly(tmp_path: Path) -> None:
+    import faiss
+
+    x, ids = clustered(800, seed=4), np.arange(800, dtype=np.int64) + 10
+    old = faiss.IndexIDMap2(faiss.IndexFlatIP(x.shape[1]))
+    old.add_with_ids(x, ids)
+    faiss.write_index(old, str(tmp_path / "v.faiss"))
+    loaded = VectorIndex.load(tmp_path / "v.faiss")
+    assert loaded.exact and [i for i, _ in loaded.top(x[2], 30)] == exact(x, ids, x[2], 30)
+
+
 def test_a_large_index_is_ivf_finds_nearly_all_the_exact_nearest_and_survives_a_reload(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
