@@ -179,7 +179,7 @@ class _OpenVinoQueries:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         feed = padded_feed(self.tokenizer.encode_batch(list(texts)))
-        with self._lock:
+        with self._lock:  # a copy, made inside the lock: the request reuses its output buffer
             return np.array(self.request.infer(feed)[0], dtype=np.float32)
 
 
@@ -209,8 +209,8 @@ class _OnnxQueries:
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2: bulk `encode` on OpenVINO (else torch; bf16 where fast), `encode_query` on
-    OpenVINO too (else ONNX Runtime). Each side is loaded on first use, so a process that only answers queries never
-    imports torch, nor does bulk encoding once the OpenVINO model is converted."""
+    OpenVINO too (else ONNX Runtime). Each side is loaded on first use, so a process that only
+    answers queries never imports torch, nor does bulk encoding once the OpenVINO model is converted."""
 
     def __init__(
         self, folder: Path, fingerprint: str, cache_dir: Path, name: str, load_torch: Callable[[Path], Any]
