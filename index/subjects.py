@@ -30,7 +30,8 @@ __all__ = ["SUBJECT_VOTERS", "SubjectEncoder", "SubjectVectors", "per_file", "su
 
 SUBJECT_VOTERS = 30  # the same number of voters as the BM25 votes (index/history.VOTERS)
 # Up to this many subjects go through the query path one by one: a re-index after a few commits
-# then loads MiniLM's query model in 0.6 s instead of compiling the bulk one for 1.5 s (2 cores).
+# then loads MiniLM's query model instead of the bulk one (0.6 s against 1.5 s on 2 cores before
+# OpenVINO's compile cache holds them; index/embed/bulk.py).
 _FEW = 32
 _VECTORS = "subjects.npy"
 _META = "subjects.json"

@@ -72,9 +72,15 @@ def _usable_cores() -> int:
 
 
 def compile_minilm(model_file: Path, config: dict[str, Any]) -> Any:
-    """The exported MiniLM graph compiled for the CPU with `config` (OpenVINO's property names)."""
+    """The exported MiniLM graph compiled for the CPU with `config` (OpenVINO's property names).
+
+    OpenVINO keeps the compiled model in a cache beside the graph, keyed by the graph, the settings
+    that shape it and its own version: a later process loads it in 0.08 s instead of compiling for
+    0.53 s. A damaged blob or a cache that cannot be written only costs the compile: OpenVINO
+    compiles again (tests/index/test_embed.py)."""
+    cached = {**config, "CACHE_DIR": str(model_file.parent / "openvino-cache")}
     try:
-        return _openvino().Core().compile_model(str(model_file), "CPU", config)
+        return _openvino().Core().compile_model(str(model_file), "CPU", cached)
     except RuntimeError as exc:  # OpenVINO reports unreadable files as RuntimeError
         raise EmbedderError(f"exported MiniLM {model_file} is unreadable ({exc}): delete it to export again") from exc
 

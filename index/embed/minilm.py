@@ -262,7 +262,7 @@ class MiniLMEmbedder:
 
     def export_query_graph(self) -> Path:
         """The query side's graph file, exported now if missing, without loading it (an indexing
-        process makes it for the searches to come, which then load it in 0.6 s, not 3 s)."""
+        process makes it for the searches to come, which then load it in 0.3-0.6 s, not 3 s)."""
         from index.embed.bulk import bulk_onnx_path
 
         if query_backend() == "openvino":

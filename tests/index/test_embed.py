@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -264,6 +265,23 @@ def test_queries_on_openvino_and_on_onnx_runtime_give_the_same_vectors(
     assert type(reference.query_model()).__name__ == "_OnnxQueries"  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
+def test_a_damaged_openvino_cache_costs_a_compile_and_nothing_else(tmp_path: Path) -> None:
+    first = load_embedder("minilm", cache_dir=tmp_path)
+    expected = first.encode_query("load a JSON file")
+    blobs = list((tmp_path / "onnx" / "openvino-cache").glob("*.blob"))
+    assert blobs  # the compiled query model was kept for the next process
+    for blob in blobs:
+        blob.chmod(0o600)  # OpenVINO leaves its blobs read-only
+        blob.write_bytes(b"not a compiled model" * 100)
+    again = load_embedder("minilm", cache_dir=tmp_path)
+    assert float(again.encode_query("load a JSON file") @ expected) > 0.9999
+    shutil.rmtree(tmp_path / "onnx" / "openvino-cache")
+    (tmp_path / "onnx" / "openvino-cache").write_text("a file where the cache folder should be")
+    blocked = load_embedder("minilm", cache_dir=tmp_path)
+    assert float(blocked.encode_query("load a JSON file") @ expected) > 0.9999
+
+
 def test_a_precision_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from index.embed.minilm import bf16_is_fast
 
@@ -288,7 +306,8 @@ def test_bulk_encoding_runs_on_openvino_in_input_order_and_without_torch_once_ex
     one_by_one = np.stack([fast.encode([t])[0] for t in (texts[0], texts[11], texts[23])])
     assert float((one_by_one * vectors[[0, 11, 23]]).sum(axis=1).min()) > 0.9999
     graph = bulk_onnx_path(tmp_path, fast.fingerprint)  # type: ignore[attr-defined]
-    assert [p.name for p in graph.parent.iterdir()] == [graph.name]  # exported once, no scratch file left
+    # Exported once, no scratch file left; the compiled model is cached beside the graph.
+    assert sorted(p.name for p in graph.parent.iterdir()) == sorted([graph.name, "openvino-cache"])
     code = (
         "import sys; import numpy as np; from pathlib import Path; from index.embed import load_embedder; "
         f"v = load_embedder('minilm', cache_dir=Path({str(tmp_path)!r})).encode({texts[:3]!r}); "
