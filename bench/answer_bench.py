@@ -80,7 +80,8 @@ def index_dir_for(name: str, embedder: str | None) -> Path:
 
 
 def ensure_index(root: Path, index_dir: Path, embedder: str | None) -> None:
-    from index.build import BuildOptions, build_index, fill_vectors
+    from index.build import BuildOptions, build_index
+    from index.fill import fill_vectors
 
     build_index(root, index_dir, BuildOptions(embedder=embedder))
     if embedder is not None:

@@ -46,7 +46,8 @@ RATIO_TARGET = 10.0
 
 
 def build(corpus: Path, index_dir: Path, embedder: str) -> dict:
-    from index.build import BuildOptions, build_index, fill_vectors
+    from index.build import BuildOptions, build_index
+    from index.fill import fill_vectors
 
     t0 = time.perf_counter()
     report = build_index(corpus, index_dir, BuildOptions(embedder=embedder))

@@ -22,7 +22,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
+from index.fill import fill_vectors
 from index.history import History
 
 __all__ = ["main"]

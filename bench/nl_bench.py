@@ -38,8 +38,9 @@ from typing import Any
 import httpx
 
 from bridge.measure.evaluate import Question, QuestionResult, aggregate, ranked_files
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
 from index.embed import load_embedder
+from index.fill import fill_vectors
 from index.search import MAX_K, Searcher
 from index.store import default_home
 from index.types import Selection

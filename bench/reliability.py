@@ -53,7 +53,8 @@ def _lexical_answers(index_dir: Path) -> list[list[tuple[str, int, int]]]:
 
 def _complete(root: Path, index_dir: Path, max_delta: float | None = None) -> float:
     """Index and embed; `max_delta` 0 forces a single-segment build, None takes the default (a delta)."""
-    from index.build import BuildOptions, build_index, fill_vectors
+    from index.build import BuildOptions, build_index
+    from index.fill import fill_vectors
 
     t = time.perf_counter()
     options = BuildOptions(embedder="hash") if max_delta is None else BuildOptions(embedder="hash", max_delta=max_delta)

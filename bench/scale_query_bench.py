@@ -74,8 +74,8 @@ print(json.dumps(out))
 def static_copy(index: Path, target: Path, every: int) -> dict[str, Any]:
     """A second index at `target` sharing `index`'s live generation files (hard links) whose
     manifest names the static embedder and whose vectors are those of every `every`-th chunk."""
-    from index.build import _write_vectors
     from index.embed import load_embedder
+    from index.fill import write_vectors
     from index.segments import open_table
     from index.store import IndexDir
     from index.vector import VectorIndex
@@ -123,7 +123,7 @@ def static_copy(index: Path, target: Path, every: int) -> dict[str, Any]:
         have[hashes[i]] = v
     (dest / "vectors.faiss").unlink(missing_ok=True)
     c0 = time.process_time()
-    count = _write_vectors(dest, emb, hashes, have)
+    count = write_vectors(dest, emb, hashes, have)
     write_cpu = time.process_time() - c0
     exact = VectorIndex.load(dest / "vectors.faiss").exact
     return {"vectors": count, "dim": emb.dim, "embed_cpu_s": round(embed_cpu, 1),

@@ -29,8 +29,9 @@ import numpy as np
 
 from bench import paths
 from bridge.measure.evaluate import Question
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
 from index.embed import Embedder
+from index.fill import fill_vectors
 from index.history import History, update_from_git
 from index.store import IndexDir
 from index.subjects import SubjectEncoder
@@ -54,7 +55,7 @@ EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
 # The modules (index/NAME.py) and packages (index/NAME/) whose code decides what an index holds.
 _CONTENT_MODULES = (
     "discover", "ignore", "languages", "syntax", "chunk", "tokenize", "lexical", "postings", "embed", "vector",
-    "store", "segments", "changes", "delta", "build",
+    "store", "segments", "changes", "delta", "build", "fill",
 )
 
 Progress = Callable[[str], None]

@@ -1,4 +1,4 @@
-"""The write path: discover → chunk → lexical → publish, then fill in vectors progressively.
+"""The write path: discover → chunk → lexical → publish (vectors follow: index/fill.py).
 
 Work is reused by content: a file whose bytes did not change keeps its chunks and their BM25
 terms from the previous generation, and embeddings come from a cache keyed by (embedder id,
@@ -11,19 +11,13 @@ rebuilt whole from the stored term ids (index/postings.py) in memory bounded by 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import shutil
-import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import numpy as np
 
 from index.changes import (
     Listed,
@@ -38,10 +32,9 @@ from index.changes import (
 )
 from index.chunk import chunk_file
 from index.delta import MAX_FRACTION, DeltaResult, deleted_base, write_delta
-from index.errors import EmptyRepository, IndexWriteError
+from index.errors import EmptyRepository, writing
 from index.history import remove_history, update_history
 from index.postings import LexicalWriter, ReusedSlices
-from index.segments import open_table
 from index.store import (
     FORMAT_VERSION,
     SEGMENTED_FORMAT,
@@ -49,17 +42,12 @@ from index.store import (
     FileEntry,
     IndexDir,
     Manifest,
-    default_home,
 )
 from index.subjects import SubjectEncoder, subject_spec
 from index.tokenize import path_terms, terms
 from index.types import Progress, Selection, SourceFile
-from index.vector import VectorIndex
 
-if TYPE_CHECKING:
-    from index.embed import Embedder
-
-__all__ = ["BuildOptions", "BuildReport", "build_index", "fill_vectors", "FillReport"]
+__all__ = ["BuildOptions", "BuildReport", "build_index"]
 
 ProgressFn = Callable[[Progress], None]
 StopFn = Callable[[], bool]
@@ -97,15 +85,6 @@ class BuildReport:
     seconds: dict[str, float]
 
 
-@dataclass(frozen=True)
-class FillReport:
-    embedded_chunks: int
-    chunks: int
-    newly_embedded: int
-    seconds: float
-    complete: bool
-
-
 def _noop(_: Progress) -> None:
     pass
 
@@ -113,7 +92,7 @@ def _noop(_: Progress) -> None:
 def build_index(
     root: Path, index_dir: Path, options: BuildOptions = BuildOptions(), on_progress: ProgressFn = _noop
 ) -> BuildReport:
-    """Write a new generation for `root` (lexical part only; see `fill_vectors` for the rest).
+    """Write a new generation for `root` (lexical part only; index/fill.py adds the vectors).
 
     Streams: files are read one at a time, their chunks and terms go to the new generation's
     files as they are made (index/postings.py, `ChunkWriter`), and an unchanged file's chunks and
@@ -142,7 +121,7 @@ def build_index(
                     previous.manifest.chunks, 0, dict(sorted(skipped.items())), invalid_count(listed), seconds,
                 )
         t = time.perf_counter()
-        with _writing(index_dir):
+        with writing(index_dir):
             tmp = store.new_generation()
             try:
                 delta = _try_delta(root, index_dir, tmp, previous, listed, read, options, on_progress)
@@ -198,19 +177,6 @@ def _update_history(root: Path, index_dir: Path, options: BuildOptions) -> float
     else:
         remove_history(index_dir)
     return time.perf_counter() - t
-
-
-@contextlib.contextmanager
-def _writing(index_dir: Path) -> Iterator[None]:
-    """A failed write (disk full, file size limit, permissions) becomes one clear IndexWriteError."""
-    try:
-        yield
-    except (OSError, sqlite3.Error) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise IndexWriteError(
-            f"cannot write the index at {index_dir} ({reason}): free disk space or pass another --index-dir, "
-            "then run `bridge index` again; the previous index still answers"
-        ) from exc
 
 
 def _try_delta(
@@ -298,104 +264,3 @@ def _stream(
     on_progress(Progress("chunk", len(entries), len(entries)))
     lexical.finish()
     return entries, reused, invalid, skipped
-
-
-def fill_vectors(
-    index_dir: Path,
-    on_progress: ProgressFn = _noop,
-    should_stop: StopFn = lambda: False,
-    embedder: Embedder | None = None,
-    batch_size: int = 64,
-    checkpoint_seconds: float = 5.0,
-    cache_path: Path | None = None,
-) -> FillReport:
-    """Embed the live generation's chunks that have no vector yet, publishing progress as it goes.
-
-    `cache_path` puts the embedding cache elsewhere than the index folder, so that many indexes
-    (e.g. one repository at many commits) share one cache.
-
-    Vectors already in the cache are written at once; the rest are embedded in batches and the
-    vector file is rewritten (atomically) every `checkpoint_seconds`, so searches use a growing
-    share of dense vectors while this runs. The writer lock is held only while writing, so a
-    re-index is never kept waiting; when one publishes a newer generation, this stops (its
-    embeddings stay in the cache for the next fill). Stops early, keeping its work, on `should_stop()`.
-    """
-    from index.embed import EmbeddingCache, embed_with_cache, load_embedder
-
-    store = IndexDir(index_dir)
-    t0 = time.perf_counter()
-    gen = store.current()
-    manifest = store.manifest(gen)
-    if manifest.embedder is None:
-        return FillReport(0, manifest.chunks, 0, 0.0, True)
-    if (gen / "vectors.faiss").is_file() and VectorIndex.load(gen / "vectors.faiss").count == manifest.chunks:
-        # Already complete: do not load a second embedder just to find nothing to do. Opening and
-        # closing the cache still folds back a write-ahead log that a killed run left behind.
-        if store.embeddings_path.exists():
-            EmbeddingCache(store.embeddings_path).close()
-        return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True)
-    emb = embedder if embedder is not None else load_embedder(manifest.embedder, cache_dir=default_home() / "models")
-    prepare = getattr(emb, "export_query_graph", None)
-    if callable(prepare):
-        prepare()  # export the torch-free query model now, so the first search does not pay for it
-    table = open_table(gen)
-    try:
-        items = table.items()
-    finally:
-        table.close()
-    chunks = [c for _, c in items]
-    ids = np.fromiter((i for i, _ in items), dtype=np.int64, count=len(items))
-    hashes = [c.hash for c in chunks]
-    cache = EmbeddingCache(cache_path or store.embeddings_path)
-    superseded = False
-
-    def checkpoint(have: dict[str, np.ndarray]) -> int:
-        nonlocal superseded
-        with store.writer_lock(timeout=600):
-            if store.current() != gen:
-                superseded = True
-                return 0
-            return _write_vectors(gen, emb, hashes, have, ids)
-
-    with _writing(index_dir):
-        try:
-            have = cache.get_many(emb.id, hashes)
-            before = sum(h in have for h in hashes)
-            checkpoint(have)
-            todo = [(c.hash, c.text) for c in chunks if c.hash not in have]
-            last, writing = time.perf_counter(), 0.0
-
-            def progress(done: int, total: int) -> None:
-                nonlocal last, writing
-                on_progress(Progress("embed", before + done, len(chunks)))
-                # A checkpoint rewrites the whole vector index (1.15M chunks, IVF: 28 s of CPU):
-                # embed at least 4 times as long as the last one took, so writing stays under 20 %.
-                if time.perf_counter() - last >= max(checkpoint_seconds, 4 * writing):
-                    started = time.perf_counter()
-                    checkpoint(have | cache.get_many(emb.id, [h for h, _ in todo]))
-                    last = time.perf_counter()
-                    writing = last - started
-
-            stop = lambda: superseded or should_stop()
-            if todo and not superseded:
-                have.update(embed_with_cache(emb, cache, todo, batch_size, progress, stop))
-            count = checkpoint(have) if not superseded else before
-        finally:
-            cache.close()
-    return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks))
-
-
-def _write_vectors(
-    gen: Path, emb: Embedder, hashes: list[str], have: dict[str, np.ndarray], chunk_ids: np.ndarray | None = None
-) -> int:
-    """Vectors of the chunks embedded so far, by chunk id: `chunk_ids[j]` is the id of `hashes[j]`
-    (default: j; a delta generation's ids have holes where its deleted chunks were)."""
-    at = [j for j, h in enumerate(hashes) if h in have]
-    ids = np.asarray(at, dtype=np.int64) if chunk_ids is None else chunk_ids[at] if at else np.zeros(0, dtype=np.int64)
-    vectors = np.stack([have[hashes[j]] for j in at]) if at else np.zeros((0, emb.dim), np.float32)
-    meta = gen / "vectors.json"
-    tmp = meta.with_name("vectors.json.tmp")
-    tmp.write_text(json.dumps({"embedder_id": emb.id, "dim": emb.dim}))
-    tmp.replace(meta)
-    VectorIndex.build(ids, vectors).save(gen / "vectors.faiss")
-    return len(ids)

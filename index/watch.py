@@ -12,8 +12,9 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from index.build import BuildOptions, BuildReport, FillReport, build_index, fill_vectors
+from index.build import BuildOptions, BuildReport, build_index
 from index.errors import IndexingError
+from index.fill import FillReport, fill_vectors
 from index.store import IndexDir
 
 __all__ = ["LiveIndex", "watch_and_index"]

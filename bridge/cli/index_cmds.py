@@ -20,7 +20,8 @@ from bridge.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from index.build import BuildOptions, BuildReport, FillReport
+    from index.build import BuildOptions, BuildReport
+    from index.fill import FillReport
     from index.milvus import MilvusStore
     from index.search import Searcher
     from index.types import IndexInfo
@@ -57,7 +58,8 @@ def index_cmd(
     milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Index a repository: BM25 at once, then dense vectors (cached by content)."""
-    from index.build import BuildOptions, build_index, fill_vectors
+    from index.build import BuildOptions, build_index
+    from index.fill import fill_vectors
     from index.types import Selection
 
     if not path.exists():
@@ -82,7 +84,8 @@ def index_cmd(
     elif not json_out:
         _print_report(report, fill)
     if watch:
-        from index.build import BuildReport, FillReport
+        from index.build import BuildReport
+        from index.fill import FillReport
         from index.watch import watch_and_index
 
         console.print(f"watching {root} for changes (Ctrl-C to stop)")

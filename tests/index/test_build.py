@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
 from index.embed import HashEmbedder
 from index.errors import BadQuery, EmptyRepository, IncompatibleIndex, IndexLocked, NoIndex
+from index.fill import fill_vectors
 from index.search import Searcher
 from index.store import IndexDir
 

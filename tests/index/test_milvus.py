@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from support.milvus import MilvusLiteServer, free_port
 
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
 from index.errors import NoIndex, StoreUnavailable
+from index.fill import fill_vectors
 from index.milvus import MilvusStore, build_milvus, encode_terms
 from index.search import Searcher
 

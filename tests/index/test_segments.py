@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
+from index.fill import fill_vectors
 from index.question import extract_clues
 from index.search import Searcher
 from index.segments import SEGMENTS, load_segments

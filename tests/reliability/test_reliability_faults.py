@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from bridge.cli import main
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
+from index.fill import fill_vectors
 from index.search import Searcher
 from index.store import IndexDir
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
+from index.fill import fill_vectors
 from index.search import Searcher
 
 QUERIES = ("parse the settings file", "retry connection backoff", "handler_7 response", "render greeting", "zebra")
@@ -33,7 +34,8 @@ import os, shutil, signal, sys
 from pathlib import Path
 
 import index.build, index.delta, index.embed, index.lexical, index.postings, index.store, index.vector
-from index.build import BuildOptions, build_index, fill_vectors
+from index.build import BuildOptions, build_index
+from index.fill import fill_vectors
 
 index.postings._RUN_POSTINGS = 300  # several sorted runs of postings per build, flushed while chunking
 

@@ -253,7 +253,8 @@ def test_several_repositories_are_served_and_chosen_by_name_or_path(tmp_path: Pa
 
 
 def test_search_uses_vectors_when_the_index_has_them(tmp_path: Path, bridge_home: Path) -> None:
-    from index.build import BuildOptions, build_index, fill_vectors
+    from index.build import BuildOptions, build_index
+    from index.fill import fill_vectors
     from index.store import default_index_dir
 
     root = make_repo(tmp_path / "vec")
