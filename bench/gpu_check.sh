@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One prepared GPU check on a machine with an NVIDIA GPU: on the lent H200 (16 cores) the CUDA build of
-# llama.cpp took 246 s and 329 s in two runs, the measurement 9-11 s:
+# llama.cpp took 246, 329 and 362 s in three runs, the measurement 9-17 s:
 #
 #   bash bench/gpu_check.sh          # results: bench/out/gpu.md (table) and bench/out/gpu.json
 #

@@ -38,7 +38,8 @@ from unittest.mock import patch
 
 from bench import paths
 from bridge.measure.evaluate import load_questions
-from index.embed import load_embedder
+from index.embed import Embedder, load_embedder
+from index.embed.minilm import QUERY_ENV
 from index.search import Searcher
 from index.store import default_home
 
@@ -48,7 +49,6 @@ PHRASES = ("how are http cookies parsed", "retry a failed socket connection", "d
            "walk a directory tree recursively", "format a date in iso 8601", "compress data with zlib",
            "where is the config file read", "units conversion of a quantity")
 MAX_QUERY_BYTES = 1 << 20
-_QUERY_ENV = "BRIDGE_MINILM_QUERY"  # index/embed/minilm.py
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -93,11 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = probe.manifest.embedder
     if spec is None:
         raise SystemExit(f"{args.index_dir} has no vectors: index it without --no-vectors")
-    embedder = load_embedder(spec, cache_dir=default_home() / "models")
-    searcher = Searcher(args.index_dir, embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES)
     started = time.perf_counter()
-    searcher.warm()
-    searcher.search(PHRASES[0], k=5)  # loads the query embedder and the history: not timed
+    searcher = _warm_searcher(args.index_dir, load_embedder(spec, cache_dir=default_home() / "models"))
     load_s = time.perf_counter() - started
     texts = [q.query for q in load_questions(args.questions)]
     kinds = {
@@ -141,8 +138,13 @@ def _onnxruntime_searcher(index_dir: Path, spec: str) -> Searcher:
     embedder = load_embedder(spec, cache_dir=default_home() / "models")
     if not hasattr(embedder, "query_model"):
         raise SystemExit(f"--onnxruntime needs a MiniLM index; {index_dir} was built with {spec}")
-    with patch.dict(os.environ, {_QUERY_ENV: "onnxruntime"}):  # read once, when the query side loads
+    with patch.dict(os.environ, {QUERY_ENV: "onnxruntime"}):  # read once, when the query side loads
         embedder.query_model()
+    return _warm_searcher(index_dir, embedder)
+
+
+def _warm_searcher(index_dir: Path, embedder: Embedder) -> Searcher:
+    """A searcher with the index, its history and the query embedder loaded by one untimed search."""
     searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES)
     searcher.warm()
     searcher.search(PHRASES[0], k=5)

@@ -38,13 +38,13 @@ from index.errors import EmbedderError
 if TYPE_CHECKING:
     from index.embed.bulk import OpenVinoBulk
 
-__all__ = ["MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path", "query_backend"]
+__all__ = ["QUERY_ENV", "MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path", "query_backend"]
 
 _EXPORT_VERSION = 1  # bump when the exported graph changes
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _PRECISION_ENV = "BRIDGE_MINILM_PRECISION"  # auto | bf16 | fp32
 _BULK_ENV = "BRIDGE_MINILM_BULK"  # auto | openvino | torch
-_QUERY_ENV = "BRIDGE_MINILM_QUERY"  # auto | openvino | onnxruntime
+QUERY_ENV = "BRIDGE_MINILM_QUERY"  # auto | openvino | onnxruntime
 
 
 def onnx_path(cache_dir: Path, fingerprint: str) -> Path:
@@ -75,7 +75,7 @@ def bulk_backend() -> str:
 
 def query_backend() -> str:
     """'openvino' (the fast one) when it is installed, else 'onnxruntime'; BRIDGE_MINILM_QUERY forces one."""
-    return _backend(_QUERY_ENV, "onnxruntime")
+    return _backend(QUERY_ENV, "onnxruntime")
 
 
 def _backend(env: str, fallback: str) -> str:
