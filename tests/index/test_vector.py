@@ -77,6 +77,38 @@ def test_a_large_index_is_ivf_finds_nearly_all_the_exact_nearest_and_survives_a_
     assert np.mean(recall) >= 0.95
 
 
+def test_a_large_index_keeps_float16_vectors_in_its_lists_in_about_half_the_bytes_of_float32(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import faiss
+
+    monkeypatch.setattr(vector, "ANN_THRESHOLD", 1_000)
+    x, ids = clustered(6_000, dim=64, seed=5), np.arange(6_000, dtype=np.int64)
+    VectorIndex.build(ids, x).save(tmp_path / "half.faiss")
+    full = faiss.IndexIVFFlat(faiss.IndexFlatIP(64), 64, ivf_lists(6_000), faiss.METRIC_INNER_PRODUCT)
+    full.train(x)
+    wrapped = faiss.IndexIDMap2(full)
+    wrapped.add_with_ids(x, ids)
+    faiss.write_index(wrapped, str(tmp_path / "full.faiss"))
+    assert (tmp_path / "half.faiss").stat().st_size < 0.6 * (tmp_path / "full.faiss").stat().st_size
+    found = VectorIndex.load(tmp_path / "half.faiss").top(x[9], 20)
+    np.testing.assert_allclose([c for _, c in found], x[[i for i, _ in found]] @ x[9], atol=1e-3)
+
+
+def test_a_float32_ivf_file_from_earlier_versions_is_still_searched(tmp_path: Path) -> None:
+    import faiss
+
+    x, ids = clustered(6_000, seed=6), np.arange(6_000, dtype=np.int64) + 7
+    old = faiss.IndexIVFFlat(faiss.IndexFlatIP(x.shape[1]), x.shape[1], 64, faiss.METRIC_INNER_PRODUCT)
+    old.train(x)
+    old.nprobe = 64  # every list: the answer is then exact
+    index = faiss.IndexIDMap2(old)
+    index.add_with_ids(x, ids)
+    faiss.write_index(index, str(tmp_path / "v.faiss"))
+    loaded = VectorIndex.load(tmp_path / "v.faiss")
+    assert not loaded.exact and [i for i, _ in loaded.top(x[4], 30)] == exact(x, ids, x[4], 30)
+
+
 def test_a_narrow_filter_on_an_ivf_index_probes_more_lists_and_keeps_only_allowed_chunks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
