@@ -173,7 +173,8 @@ def _update_history(root: Path, index_dir: Path, options: BuildOptions) -> float
     t = time.perf_counter()
     if options.history:
         spec = subject_spec(options.embedder)
-        update_history(root, index_dir, subjects=SubjectEncoder(spec) if spec else None)
+        # Subjects with no earlier vectors to extend wait for fill_vectors (index/fill.py).
+        update_history(root, index_dir, subjects=SubjectEncoder(spec) if spec else None, later=True)
     else:
         remove_history(index_dir)
     return time.perf_counter() - t

@@ -1,5 +1,7 @@
 """Dense vectors for a published generation, filled in progressively after the lexical index
 (index/build.py): searches start lexical and use a growing share of vectors while this runs.
+The commit subjects a first index left for later (index/history.py) are embedded first: they
+are few (sympy: 17k subjects in 7 s) and their votes count as soon as they are written.
 
 Embeddings come from a cache keyed by (embedder id, chunk hash), so only chunks never embedded
 before are encoded; the vector file is rewritten atomically at each checkpoint.
@@ -38,6 +40,7 @@ class FillReport:
     newly_embedded: int
     seconds: float
     complete: bool
+    subjects: int = 0  # commit subjects embedded by this fill (index/history.fill_subjects)
 
 
 def _noop(_: Progress) -> None:
@@ -72,12 +75,13 @@ def fill_vectors(
     manifest = store.manifest(gen)
     if manifest.embedder is None:
         return FillReport(0, manifest.chunks, 0, 0.0, True)
+    subjects = _fill_subjects(store, manifest.embedder, embedder, on_progress)
     if (gen / "vectors.faiss").is_file() and VectorIndex.load(gen / "vectors.faiss").count == manifest.chunks:
         # Already complete: do not load a second embedder just to find nothing to do. Opening and
         # closing the cache still folds back a write-ahead log that a killed run left behind.
         if store.embeddings_path.exists():
             EmbeddingCache(store.embeddings_path).close()
-        return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True)
+        return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True, subjects)
     emb = embedder if embedder is not None else load_embedder(manifest.embedder, cache_dir=default_home() / "models")
     prepare = getattr(emb, "export_query_graph", None)
     if callable(prepare):
@@ -126,7 +130,22 @@ def fill_vectors(
             count = checkpoint(have) if not superseded else before
         finally:
             cache.close()
-    return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks))
+    return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks), subjects)
+
+
+def _fill_subjects(store: IndexDir, spec: str, embedder: Embedder | None, on_progress: ProgressFn) -> int:
+    """The history's subjects left for later, embedded by their model (the chunks' own when the
+    same, so a caller's loaded model is not loaded twice)."""
+    from index.history import fill_subjects
+    from index.subjects import SubjectEncoder, subject_spec
+
+    wanted = subject_spec(spec)
+    if wanted is None:
+        return 0
+    encoder = SubjectEncoder(wanted, (lambda _spec: embedder) if embedder is not None and wanted == spec else None)
+    with writing(store.path):
+        return fill_subjects(store.path, encoder, store.writer_lock(timeout=600),
+                             lambda done, total: on_progress(Progress("subjects", done, total)))
 
 
 def write_vectors(

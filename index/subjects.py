@@ -26,7 +26,7 @@ import numpy as np
 if TYPE_CHECKING:  # index.embed is imported only when a model is loaded: searches start faster
     from index.embed import Embedder
 
-__all__ = ["SUBJECT_VOTERS", "SubjectEncoder", "SubjectVectors", "per_file", "subject_spec", "subject_votes"]
+__all__ = ["SUBJECT_FILES", "SUBJECT_VOTERS", "SubjectEncoder", "SubjectVectors", "per_file", "subject_spec", "subject_votes"]
 
 SUBJECT_VOTERS = 30  # the same number of voters as the BM25 votes (index/history.VOTERS)
 # Up to this many subjects go through the query path one by one: a re-index after a few commits
@@ -35,6 +35,7 @@ SUBJECT_VOTERS = 30  # the same number of voters as the BM25 votes (index/histor
 _FEW = 32
 _VECTORS = "subjects.npy"
 _META = "subjects.json"
+SUBJECT_FILES = (_VECTORS, _META)  # what SubjectVectors.save writes in a history folder
 
 
 def subject_spec(chunk_spec: str | None) -> str | None:

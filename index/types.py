@@ -93,6 +93,6 @@ class Discovery:
 class Progress:
     """Reported through a callback by long work; only the CLI renders it."""
 
-    stage: str  # "discover" | "chunk" | "lexical" | "embed" | "write"
+    stage: str  # "discover" | "chunk" | "lexical" | "subjects" | "embed" | "write"
     done: int
     total: int | None

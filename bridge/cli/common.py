@@ -82,7 +82,8 @@ def resolve_index(repo: Path | None, index_dir: Path | None) -> tuple[Path | Non
 class ProgressBars:
     """Renders `index.types.Progress` callbacks as rich progress bars on stderr."""
 
-    _LABELS = {"discover": "files", "chunk": "chunking", "lexical": "BM25", "embed": "embedding", "write": "writing"}
+    _LABELS = {"discover": "files", "chunk": "chunking", "lexical": "BM25", "subjects": "commits", "embed": "embedding",
+               "write": "writing"}
 
     def __init__(self, enabled: bool = True) -> None:
         from rich.progress import (

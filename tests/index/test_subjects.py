@@ -3,6 +3,8 @@ files they touched; the subjects are embedded once, at index time, and only the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +12,8 @@ import pytest
 
 from index.build import BuildOptions, build_index
 from index.embed import Embedder, HashEmbedder
-from index.history import History, update_from_git, update_history
+from index.fill import fill_vectors
+from index.history import History, fill_subjects, update_from_git, update_history
 from index.ranker import FEATURES
 from index.search import Searcher
 from index.subjects import SubjectEncoder, SubjectVectors, per_file, subject_spec, subject_votes
@@ -119,6 +122,7 @@ def test_the_commits_nearest_the_title_vote_for_their_files_by_cosine_and_count(
 
 def test_a_search_reads_the_title_against_the_subjects_with_the_model_that_made_them(repo: Path, tmp_path: Path) -> None:
     build_index(repo, tmp_path / "idx", BuildOptions(embedder=SPEC))
+    fill_vectors(tmp_path / "idx")
     searcher = Searcher(tmp_path / "idx")
     history = searcher.history()
     assert history is not None and history.subjects is not None and history.subjects.spec == SPEC
@@ -139,6 +143,7 @@ def test_many_subjects_are_embedded_once_each_and_come_back_in_their_order() -> 
 
 def test_a_hit_shows_the_past_commits_titled_like_the_question_as_evidence(repo: Path, tmp_path: Path) -> None:
     build_index(repo, tmp_path / "idx", BuildOptions(embedder=SPEC))
+    fill_vectors(tmp_path / "idx")
     searcher = Searcher(tmp_path / "idx")
     hits = searcher.search("Pretty printing of nested matrices is wrong\nBrackets are lost.", k=3).hits
     printer = next(h for h in hits if h.path == "pkg/printer.py")
@@ -147,3 +152,43 @@ def test_a_hit_shows_the_past_commits_titled_like_the_question_as_evidence(repo:
     assert "Fix pretty printing of nested matrices" in titled[0] and "Add the pretty printer" not in titled[0]
     unrelated = searcher.search("Return value of repr is surprising\nrepr(x) returns it.", k=3).hits
     assert unrelated and not any("titled like the question" in line for h in unrelated for line in h.evidence)
+
+
+def test_a_first_index_leaves_the_subjects_to_the_fill_which_embeds_each_once(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=SPEC))
+    waiting = History.load(tmp_path / "idx")
+    assert waiting is not None and len(waiting.commits) == 3 and waiting.subjects is None  # BM25 votes already
+    assert fill_vectors(tmp_path / "idx").subjects == 3
+    history = History.load(tmp_path / "idx")
+    assert history is not None and history.subjects is not None
+    expected = HashEmbedder(64).encode([c.subject for c in history.commits])
+    assert np.allclose(history.subjects.matrix.astype(np.float32), expected, atol=1e-3)
+    assert fill_vectors(tmp_path / "idx").subjects == 0
+
+
+def test_a_reindex_after_a_fill_extends_the_subjects_at_once(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=SPEC))
+    fill_vectors(tmp_path / "idx")
+    commit(repo, {"pkg/parser.py": "def parse(s):\n    return s.strip()\n"}, "Strip whitespace in the parser")
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=SPEC))
+    history = History.load(tmp_path / "idx")
+    assert history is not None and history.subjects is not None and len(history.subjects.matrix) == 4
+
+
+def test_subjects_made_while_a_reindex_wrote_a_newer_history_are_dropped_and_made_again(
+    repo: Path, tmp_path: Path
+) -> None:
+    idx = tmp_path / "idx"
+    update_history(repo, idx, subjects=SubjectEncoder(SPEC), later=True)
+
+    @contextmanager
+    def reindexed_meanwhile() -> Iterator[None]:
+        commit(repo, {"pkg/parser.py": "def parse(s):\n    return s.lower()\n"}, "Lower-case in the parser")
+        update_history(repo, idx, subjects=SubjectEncoder(SPEC), later=True)
+        yield
+
+    assert fill_subjects(idx, SubjectEncoder(SPEC), reindexed_meanwhile()) == 0
+    newer = History.load(idx)
+    assert newer is not None and len(newer.commits) == 4 and newer.subjects is None
+    assert fill_subjects(idx, SubjectEncoder(SPEC), nullcontext()) == 4
+    assert History.load(idx).subjects is not None  # type: ignore[union-attr]
