@@ -85,7 +85,8 @@ def collect_pairs(git_dir: Path, name: str, work: Path, back: int, pairs: int, l
     searcher = Searcher(index_dir, embedder_loader=(lambda _spec: embedder) if embedder else None,
                         max_query_bytes=MAX_QUERY_BYTES, learned=False)
     present = set(searcher.manifest.files)
-    later = read_commits(git_dir, "HEAD", 100_000, since=snapshot)[::-1]  # oldest first
+    # oldest first; paths as at HEAD, so a file renamed after the snapshot is not a gold file of it
+    later = read_commits(git_dir, "HEAD", 100_000, since=snapshot)[0][::-1]
     samples: list[Sample] = []
     for read in later:
         gold = [f for f in read.commit.files if f in present and not is_auxiliary(f)]

@@ -63,7 +63,7 @@ VOTERS = 30
 FOLDER = "history"
 _POINTER = "CURRENT"
 _META = "commits.json"
-_FORMAT = 1
+_FORMAT = 2  # 2: paths named as at HEAD (renames followed)
 _GIT_TIMEOUT = 120.0
 
 
@@ -108,25 +108,51 @@ def git_location(root: Path) -> tuple[Path, str, str] | None:
     return Path(lines[0]), lines[2], lines[1]
 
 
-def read_commits(git_dir: Path, head: str, limit: int, prefix: str = "", since: str | None = None) -> list[_Read]:
+def read_commits(git_dir: Path, head: str, limit: int, prefix: str = "",
+                 since: str | None = None) -> tuple[list[_Read], dict[str, str]]:
     """Non-merge commits reachable from `head` (not from `since`), newest first, at most `limit`,
-    keeping those that touch 1..MAX_FILES files under `prefix` (paths made relative to it)."""
+    keeping those that touch 1..MAX_FILES files under `prefix` (paths made relative to it); and
+    the renames among them, as {path before: path at `head`}.
+
+    Each commit's paths are named as at `head`: a file renamed since (pytest's move to src/, xarray's
+    from xray/) still gets the votes and the text of the commits made under its old name. Without
+    that, 65 % of the files pytest's past commits touched, 44 % of xarray's, were paths no longer
+    there; following renames leaves 33 % and 7 % (files deleted since)."""
     spec = [head] + ([f"^{since}"] if since else [])
-    out = _git(["--git-dir", str(git_dir), "log", "--no-merges", "--no-renames", f"-n{limit}",
-                "--format=%x1e%H%x1f%ct%x1f%B%x1f", "--name-only", *spec, "--"])
+    out = _git(["--git-dir", str(git_dir), "-c", "diff.renameLimit=1000", "log", "--no-merges", "-M", f"-n{limit}",
+                "--format=%x1e%H%x1f%ct%x1f%B%x1f", "--name-status", *spec, "--"])
+    later: dict[str, str] = {}  # a path as older commits name it -> its name at `head`
     if out is None:
-        return []
+        return [], later
     found = []
     for record in out.split("\x1e")[1:]:
         parts = record.split("\x1f", 3)
         if len(parts) != 4:
             continue
         sha, when, message, names = parts
-        files = tuple(n[len(prefix):] for n in names.splitlines() if n and n.startswith(prefix))
+        touched, renames = _changes(names)
+        files = tuple(dict.fromkeys(
+            n[len(prefix):] for n in (later.get(t, t) for t in touched) if n.startswith(prefix)))
         if 0 < len(files) <= MAX_FILES:
             subject = message.strip().split("\n", 1)[0][:200]
             found.append(_Read(PastCommit(sha, int(when or 0), subject, files), message))
-    return found
+        for old, new in renames:  # read newest first: the renames after this commit are in `later`
+            later[old] = later.get(new, new)
+    return found, later
+
+
+def _changes(names: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """(paths a commit touched, as it named them; its renames (old, new)) from `--name-status` lines."""
+    touched, renames = [], []
+    for line in names.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 3 and fields[0][:1] in ("R", "C"):  # R096<TAB>old<TAB>new: the new path is touched
+            touched.append(fields[2])
+            if fields[0][:1] == "R":
+                renames.append((fields[1], fields[2]))
+        elif len(fields) == 2:
+            touched.append(fields[1])
+    return touched, renames
 
 
 def _is_ancestor(git_dir: Path, old: str, new: str) -> bool:
@@ -158,7 +184,7 @@ def update_from_git(git_dir: Path, head: str, index_dir: Path, prefix: str = "",
     waiting = later and subjects is not None and old is not None and old.subjects is None
     if old is not None and old.head == head and (_same_subjects(old.subjects, subjects) or waiting):
         return HistoryReport(head, len(old.commits), 0, time.perf_counter() - started)
-    new = [] if old is not None and old.head == head else read_commits(
+    new, renamed = ([], {}) if old is not None and old.head == head else read_commits(
         git_dir, head, limit, prefix, since=old.head if old else None)
     builder = CorpusBuilder(old.corpus.vocab if old else ())
     commits = []
@@ -169,7 +195,7 @@ def update_from_git(git_dir: Path, head: str, index_dir: Path, prefix: str = "",
     if old is not None:
         for i, commit in enumerate(old.commits[: limit - len(commits)]):
             builder.add_ids(old.corpus.doc(i))
-            commits.append(commit)
+            commits.append(_renamed(commit, renamed, prefix))
     vectors = None
     if subjects is not None:
         reused = old.subjects if old is not None and _same_subjects(old.subjects, subjects) else None
@@ -198,6 +224,18 @@ def fill_subjects(index_dir: Path, subjects: SubjectEncoder, lock: AbstractConte
         _publish(index_dir, _with_subjects(made_from, vectors))
     on_progress(n, n)
     return n
+
+
+def _renamed(commit: PastCommit, renamed: Mapping[str, str], prefix: str) -> PastCommit:
+    """A stored commit with its paths named as after `renamed` (repository paths, {old: new})."""
+    if not renamed:
+        return commit
+    files = []
+    for path in commit.files:
+        new = renamed.get(prefix + path, prefix + path)
+        if new.startswith(prefix):
+            files.append(new[len(prefix):])
+    return PastCommit(commit.sha, commit.time, commit.subject, tuple(dict.fromkeys(files)))
 
 
 def _same_subjects(stored: SubjectVectors | None, wanted: SubjectEncoder | None) -> bool:
@@ -304,12 +342,15 @@ class History:
 
     @staticmethod
     def load(index_dir: Path) -> History | None:
-        """The current history, or None when there is none (no git, `--no-history`) or it is damaged."""
+        """The current history, or None when there is none (no git, `--no-history`), it is damaged,
+        or an earlier version wrote it (its paths are named otherwise; `bridge index` reads it again)."""
         current = _current(index_dir)
         if current is None:
             return None
         try:
             meta = json.loads((current / _META).read_text(encoding="utf-8"))
+            if meta["settings"]["format"] != _FORMAT:
+                return None
             commits = [PastCommit(c[0], int(c[1]), c[2], tuple(c[3])) for c in meta["commits"]]
             lexical = LexicalIndex.load(current)
         except (OSError, ValueError, KeyError, IndexError, TypeError, CorruptIndex):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,37 @@ def test_a_live_history_reloads_after_a_reindex_and_is_none_without_one(repo: Pa
     update_history(repo, tmp_path / "idx")
     again = live.get()
     assert again is not None and len(again.commits) == 4
+
+
+def test_commits_made_before_a_file_was_renamed_vote_for_it_under_its_new_name(repo: Path, tmp_path: Path) -> None:
+    git(repo, "mv", "pkg", "src")
+    git(repo, "commit", "-q", "-m", "Move the package to src")
+    update_history(repo, tmp_path / "idx")
+    history = History.load(tmp_path / "idx")
+    assert history is not None
+    assert {f for c in history.commits for f in c.files} == {"src/printer.py", "src/parser.py"}
+    assert set(history.votes(terms("nested matrices print without brackets"))) == {"src/printer.py"}
+
+
+def test_a_reindex_renames_the_paths_of_the_commits_it_had_already_read(repo: Path, tmp_path: Path) -> None:
+    update_history(repo, tmp_path / "idx")
+    git(repo, "mv", "pkg/printer.py", "pkg/pretty.py")
+    git(repo, "commit", "-q", "-m", "Rename the printer")
+    commit(repo, {"pkg/printer.py": "PRINTER = 1\n"}, "A new module under the old name")
+    report = update_history(repo, tmp_path / "idx")
+    history = History.load(tmp_path / "idx")
+    assert report.new_commits == 2 and history is not None
+    by_subject = {c.subject: c.files for c in history.commits}
+    assert by_subject["Fix pretty printing of nested matrices"] == ("pkg/pretty.py",)
+    assert by_subject["A new module under the old name"] == ("pkg/printer.py",)  # not the renamed file
+
+
+def test_a_history_written_by_an_earlier_version_is_read_again(repo: Path, tmp_path: Path) -> None:
+    update_history(repo, tmp_path / "idx")
+    current = tmp_path / "idx" / "history" / (tmp_path / "idx" / "history" / "CURRENT").read_text().strip()
+    meta = json.loads((current / "commits.json").read_text())
+    meta["settings"]["format"] = 1
+    (current / "commits.json").write_text(json.dumps(meta))
+    assert History.load(tmp_path / "idx") is None
+    assert update_history(repo, tmp_path / "idx").new_commits == 3
+    assert History.load(tmp_path / "idx") is not None
