@@ -119,6 +119,7 @@ def read_commits(git_dir: Path, head: str, limit: int, prefix: str = "",
     that, 65 % of the files pytest's past commits touched, 44 % of xarray's, were paths no longer
     there; following renames leaves 33 % and 7 % (files deleted since)."""
     spec = [head] + ([f"^{since}"] if since else [])
+    # The rename limit is git's default, pinned: a user's git config does not change what is followed.
     out = _git(["--git-dir", str(git_dir), "-c", "diff.renameLimit=1000", "log", "--no-merges", "-M", f"-n{limit}",
                 "--format=%x1e%H%x1f%ct%x1f%B%x1f", "--name-status", *spec, "--"])
     later: dict[str, str] = {}  # a path as older commits name it -> its name at `head`

@@ -12,9 +12,10 @@ at every progress checkpoint of `fill_vectors`. (faiss's HNSW keeps its default 
 when asked for 1,000 neighbours: it then found 13 % of them.) A narrow path glob leaves few
 allowed vectors in the probed lists, so `top` probes more lists the fewer are allowed.
 
-The vectors are stored in float16, in the IVF's lists as in the exact scan. One query reads every vector, so the scan
-is bound by memory: 59,390 MiniLM vectors (384 dims) took 8.0 ms in float32 and 3.4 ms in float16
-(one thread), and a whole-report hybrid search on that index 49 ms instead of 54 (bench/RESULTS.md).
+The vectors are stored in float16, in the exact scan as in the IVF's lists. An exact query reads
+every vector, so it is bound by memory: 59,390 MiniLM vectors (384 dims) took 8.0 ms in float32
+and 3.4 ms in float16 (one thread), and a whole-report hybrid search on that index 49 ms instead
+of 54 (bench/RESULTS.md).
 A float16 vector differs from its float32 self by under 1e-3 of its length, so only near-exact
 ties can swap; indexes written in float32 by earlier versions are read and searched as before.
 In the IVF (463k static vectors of shared/bench, bench/ann_bench.py) float16 halves the index,
