@@ -209,6 +209,7 @@ def status_cmd(
         "skipped": manifest.stats.get("skipped", {}),
         "invalid_utf8": manifest.stats.get("invalid_utf8", 0),
         "format_version": manifest.format_version,
+        "history": _history_status(searcher),
     }
     if json_out:
         emit_json(data)
@@ -216,6 +217,23 @@ def status_cmd(
     console.print(f"repository: {info.root}\nindex: {where}")
     console.print(f"{info.files} files, {info.chunks} chunks; {_freshness(info)}")
     console.print(f"embedder: {manifest.embedder or 'none (lexical only)'}; embedded {data['embedded_fraction']:.0%}")
+    console.print(_history_line(data["history"], manifest.embedder is not None))
+
+
+def _history_status(searcher: Searcher) -> dict[str, object] | None:
+    history = searcher.history()
+    if history is None:
+        return None
+    return {"commits": len(history.commits), "subjects_embedded": history.subjects is not None}
+
+
+def _history_line(history: dict[str, object] | None, embedded: bool) -> str:
+    if history is None:
+        return "history: none (not a git repository, or indexed with --no-history)"
+    line = f"history: {history['commits']} past commits"
+    if embedded and not history["subjects_embedded"]:
+        line += "; their subjects are not embedded yet (`bridge index` embeds them)"
+    return line
 
 
 def register(app: typer.Typer) -> None:

@@ -44,6 +44,22 @@ def test_the_default_index_location_is_found_again_from_the_repository_alone(rep
     assert data["files"] == 5 and data["embedder"] is None and data["embedded_chunks"] == 0
 
 
+def test_status_tells_how_many_past_commits_the_index_holds_and_whether_their_subjects_are_embedded(
+    repo: Path, tmp_path: Path
+) -> None:
+    from tests.support.git import printer_repo
+
+    git_repo, idx = printer_repo(tmp_path / "git"), str(tmp_path / "idx")
+    assert bridge("index", str(git_repo), "--index-dir", idx, "--embedder", "hash").returncode == 0
+    status = bridge("status", "--index-dir", idx, "--json")
+    assert json.loads(status.stdout)["history"] == {"commits": 3, "subjects_embedded": True}
+    assert "history: 3 past commits" in bridge("status", "--index-dir", idx).stderr
+    plain = str(tmp_path / "plain")
+    bridge("index", str(repo), "--index-dir", plain, "--no-vectors")
+    assert json.loads(bridge("status", "--index-dir", plain, "--json").stdout)["history"] is None
+    assert "history: none" in bridge("status", "--index-dir", plain).stderr
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -71,3 +87,10 @@ def test_help_is_available_for_every_command() -> None:
     for command in ("index", "search", "status"):
         result = bridge(command, "-h")
         assert result.returncode == 0 and "Usage" in result.stdout
+
+
+def test_status_says_how_to_finish_subjects_an_interrupted_index_left_unembedded() -> None:
+    from bridge.cli.index_cmds import _history_line
+
+    assert "`bridge index` embeds them" in _history_line({"commits": 3, "subjects_embedded": False}, True)
+    assert _history_line({"commits": 3, "subjects_embedded": False}, False) == "history: 3 past commits"
