@@ -115,6 +115,12 @@ class IndexStatusResult(BaseModel):
     reindexing: bool = Field(description="A re-index is running; searches answer from the previous index.")
     watching: bool
     last_error: str | None
+    past_commits: int | None = Field(
+        default=None, description="Commits of the repository's git history read as evidence; null without one."
+    )
+    subjects_embedded: bool = Field(
+        default=False, description="Whether those commits' subjects are embedded (votes by meaning) yet."
+    )
 
 
 class RefreshIndexResult(BaseModel):

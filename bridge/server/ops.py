@@ -170,11 +170,14 @@ def index_status(repo: Repo) -> IndexStatusResult:
         unreachable = str(exc)
     info = repo.searcher.info()
     state = repo.status()
+    history = repo.searcher.history()
     return IndexStatusResult(
         repo=repo.name, root=str(repo.root), index_dir=repo.searcher.store.location, files=info.files,
         chunks=info.chunks, embedded_chunks=info.embedded_chunks, embedder=repo.searcher.manifest.embedder,
         built_at=info.built_at, stale_files=info.stale_files, reindexing=state.reindexing, watching=state.watching,
         last_error=unreachable or state.last_error,
+        past_commits=len(history.commits) if history is not None else None,
+        subjects_embedded=history is not None and history.subjects is not None,
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
+from support.git import printer_repo
 from support.server import call_tool, call_tools, make_repo, text_of
 
 from bridge.server.app import ServeOptions, build_server, open_service
@@ -163,8 +164,19 @@ def test_index_status_and_list_repos_describe_the_served_index(server: object, r
     data = status.structured_content
     assert data["repo"] == "demo" and data["root"] == str(repo.resolve())
     assert data["files"] >= 5 and data["embedder"] is None and data["reindexing"] is False
+    assert data["past_commits"] is None and data["subjects_embedded"] is False  # not a git repository
     (summary,) = repos.structured_content["repos"]
     assert summary["name"] == "demo" and summary["default"] is True
+
+
+def test_index_status_counts_the_past_commits_of_a_git_repository(tmp_path: Path, bridge_home: Path) -> None:
+    svc = open_service(ServeOptions(repos=(RepoSpec(printer_repo(tmp_path / "git"), no_vectors=True),), watch=False,
+                                    audit_log=tmp_path / "audit.jsonl"))
+    try:
+        data = call_tool(build_server(svc), "index_status").structured_content
+    finally:
+        svc.close()
+    assert data["past_commits"] == 3 and data["subjects_embedded"] is False  # lexical only: no model for subjects
 
 
 def test_refresh_index_picks_up_an_edit(server: object, repo: Path) -> None:
