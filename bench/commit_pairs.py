@@ -39,7 +39,8 @@ from bench.train_ranker import Sample
 from index.build import BuildOptions, build_index
 from index.embed import load_embedder
 from index.fill import fill_vectors
-from index.history import read_commits, update_from_git
+from index.git_log import read_commits
+from index.history import update_from_git
 from index.question import title_of
 from index.rank import is_auxiliary
 from index.search import Searcher

@@ -10,12 +10,11 @@ that a report's title finds past commits that say the same thing in other words.
 leaves that to `fill_subjects`, which runs with the chunk vectors after the index is published:
 MiniLM over sympy's 17k subjects takes 7 s that the first search need not wait for.
 
-Bounded and incremental: at most MAX_COMMITS commits, newest first; a re-index whose HEAD
+Bounded and incremental: at most MAX_COMMITS commits, newest first (read by index/git_log.py,
+which leaves out merges and mass changes and names every file as at HEAD); a re-index whose HEAD
 descends from the last one reads only the new commits and reuses the terms and subject vectors
-of the rest. Merges
-and mass changes (more than MAX_FILES files: renames, reformatting, licence headers) are left
-out: they touch everything and say little. The history lives in INDEX_DIR/history/, next to the
-generations, behind its own CURRENT pointer, so a reader never sees a half-written one.
+of the rest. The history lives in INDEX_DIR/history/, next to the generations, behind its own
+CURRENT pointer, so a reader never sees a half-written one.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,21 +34,18 @@ import numpy as np
 
 from index.commit_text import CommitText
 from index.errors import CorruptIndex
+from index.git_log import MAX_FILES, PastCommit, git_location, is_ancestor, read_commits, renamed_paths
 from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
 from index.subjects import SUBJECT_FILES, SubjectEncoder, SubjectVectors
 from index.tokenize import terms
 
 __all__ = [
     "MAX_COMMITS",
-    "MAX_FILES",
     "VOTERS",
     "History",
     "HistoryReport",
     "LiveHistory",
-    "PastCommit",
     "fill_subjects",
-    "git_location",
-    "read_commits",
     "remove_history",
     "update_from_git",
     "update_history",
@@ -58,21 +53,11 @@ __all__ = [
 ]
 
 MAX_COMMITS = 20_000
-MAX_FILES = 50
 VOTERS = 30
 FOLDER = "history"
 _POINTER = "CURRENT"
 _META = "commits.json"
 _FORMAT = 2  # 2: paths named as at HEAD (renames followed)
-_GIT_TIMEOUT = 120.0
-
-
-@dataclass(frozen=True)
-class PastCommit:
-    sha: str
-    time: int  # committer time, unix seconds
-    subject: str
-    files: tuple[str, ...]  # paths relative to the indexed root
 
 
 @dataclass(frozen=True)
@@ -81,83 +66,6 @@ class HistoryReport:
     commits: int
     new_commits: int
     seconds: float
-
-
-@dataclass(frozen=True)
-class _Read:
-    commit: PastCommit
-    message: str
-
-
-def _git(args: Sequence[str], cwd: Path | None = None) -> str | None:
-    """stdout of a git command, or None when git is missing or the command fails."""
-    try:
-        done = subprocess.run(["git", "-c", "core.quotePath=false", *args], cwd=cwd, capture_output=True,
-                              timeout=_GIT_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
-
-
-def git_location(root: Path) -> tuple[Path, str, str] | None:
-    """(git dir, HEAD sha, the root's path inside the repository) or None outside git."""
-    out = _git(["rev-parse", "--absolute-git-dir", "--show-prefix", "HEAD"], cwd=root)
-    lines = out.splitlines() if out else []
-    if len(lines) != 3 or len(lines[2]) not in (40, 64):  # no repository, or one without commits yet
-        return None
-    return Path(lines[0]), lines[2], lines[1]
-
-
-def read_commits(git_dir: Path, head: str, limit: int, prefix: str = "",
-                 since: str | None = None) -> tuple[list[_Read], dict[str, str]]:
-    """Non-merge commits reachable from `head` (not from `since`), newest first, at most `limit`,
-    keeping those that touch 1..MAX_FILES files under `prefix` (paths made relative to it); and
-    the renames among them, as {path before: path at `head`}.
-
-    Each commit's paths are named as at `head`: a file renamed since (pytest's move to src/, xarray's
-    from xray/) still gets the votes and the text of the commits made under its old name. Without
-    that, 65 % of the files pytest's past commits touched, 44 % of xarray's, were paths no longer
-    there; following renames leaves 33 % and 7 % (files deleted since)."""
-    spec = [head] + ([f"^{since}"] if since else [])
-    # The rename limit is git's default, pinned: a user's git config does not change what is followed.
-    out = _git(["--git-dir", str(git_dir), "-c", "diff.renameLimit=1000", "log", "--no-merges", "-M", f"-n{limit}",
-                "--format=%x1e%H%x1f%ct%x1f%B%x1f", "--name-status", *spec, "--"])
-    later: dict[str, str] = {}  # a path as older commits name it -> its name at `head`
-    if out is None:
-        return [], later
-    found = []
-    for record in out.split("\x1e")[1:]:
-        parts = record.split("\x1f", 3)
-        if len(parts) != 4:
-            continue
-        sha, when, message, names = parts
-        touched, renames = _changes(names)
-        files = tuple(dict.fromkeys(
-            n[len(prefix):] for n in (later.get(t, t) for t in touched) if n.startswith(prefix)))
-        if 0 < len(files) <= MAX_FILES:
-            subject = message.strip().split("\n", 1)[0][:200]
-            found.append(_Read(PastCommit(sha, int(when or 0), subject, files), message))
-        for old, new in renames:  # read newest first: the renames after this commit are in `later`
-            later[old] = later.get(new, new)
-    return found, later
-
-
-def _changes(names: str) -> tuple[list[str], list[tuple[str, str]]]:
-    """(paths a commit touched, as it named them; its renames (old, new)) from `--name-status` lines."""
-    touched, renames = [], []
-    for line in names.splitlines():
-        fields = line.split("\t")
-        if len(fields) == 3 and fields[0][:1] in ("R", "C"):  # R096<TAB>old<TAB>new: the new path is touched
-            touched.append(fields[2])
-            if fields[0][:1] == "R":
-                renames.append((fields[1], fields[2]))
-        elif len(fields) == 2:
-            touched.append(fields[1])
-    return touched, renames
-
-
-def _is_ancestor(git_dir: Path, old: str, new: str) -> bool:
-    return _git(["--git-dir", str(git_dir), "merge-base", "--is-ancestor", old, new]) is not None
 
 
 def update_history(root: Path, index_dir: Path, limit: int = MAX_COMMITS,
@@ -180,7 +88,7 @@ def update_from_git(git_dir: Path, head: str, index_dir: Path, prefix: str = "",
     started = time.perf_counter()
     settings: dict[str, object] = {"format": _FORMAT, "prefix": prefix, "limit": limit, "max_files": MAX_FILES}
     old = _load_state(index_dir)
-    if old is not None and (old.settings != settings or not _is_ancestor(git_dir, old.head, head)):
+    if old is not None and (old.settings != settings or not is_ancestor(git_dir, old.head, head)):
         old = None  # other settings, or HEAD moved to another line of history: read it all again
     waiting = later and subjects is not None and old is not None and old.subjects is None
     if old is not None and old.head == head and (_same_subjects(old.subjects, subjects) or waiting):
@@ -196,7 +104,7 @@ def update_from_git(git_dir: Path, head: str, index_dir: Path, prefix: str = "",
     if old is not None:
         for i, commit in enumerate(old.commits[: limit - len(commits)]):
             builder.add_ids(old.corpus.doc(i))
-            commits.append(_renamed(commit, renamed, prefix))
+            commits.append(renamed_paths(commit, renamed, prefix))
     vectors = None
     if subjects is not None:
         reused = old.subjects if old is not None and _same_subjects(old.subjects, subjects) else None
@@ -225,18 +133,6 @@ def fill_subjects(index_dir: Path, subjects: SubjectEncoder, lock: AbstractConte
         _publish(index_dir, _with_subjects(made_from, vectors))
     on_progress(n, n)
     return n
-
-
-def _renamed(commit: PastCommit, renamed: Mapping[str, str], prefix: str) -> PastCommit:
-    """A stored commit with its paths named as after `renamed` (repository paths, {old: new})."""
-    if not renamed:
-        return commit
-    files = []
-    for path in commit.files:
-        new = renamed.get(prefix + path, prefix + path)
-        if new.startswith(prefix):
-            files.append(new[len(prefix):])
-    return PastCommit(commit.sha, commit.time, commit.subject, tuple(dict.fromkeys(files)))
 
 
 def _same_subjects(stored: SubjectVectors | None, wanted: SubjectEncoder | None) -> bool:

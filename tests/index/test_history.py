@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from index.build import BuildOptions, build_index
-from index.history import MAX_FILES, History, LiveHistory, update_from_git, update_history
+from index.git_log import MAX_FILES
+from index.history import History, LiveHistory, update_from_git, update_history
 from index.tokenize import terms
 from tests.support.git import commit, git, printer_repo
 
