@@ -116,6 +116,14 @@ class SubjectVectors:
         (folder / _META).write_text(json.dumps(meta), encoding="utf-8")
 
     @staticmethod
+    def stored_spec(folder: Path) -> str | None:
+        """The model of the vectors saved in `folder`, read from their description alone (None: none)."""
+        try:
+            return str(json.loads((folder / _META).read_text(encoding="utf-8"))["spec"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    @staticmethod
     def load(folder: Path, rows: int) -> SubjectVectors | None:
         """The stored vectors, or None when there are none or they do not fit `rows` commits."""
         try:
