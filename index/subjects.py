@@ -117,9 +117,14 @@ class SubjectVectors:
 
     @staticmethod
     def stored_spec(folder: Path) -> str | None:
-        """The model of the vectors saved in `folder`, read from their description alone (None: none)."""
+        """The model of the vectors saved in `folder` (None: none, or a vectors file that does not hold
+        the rows its description counts, e.g. cut short by a full disk, so that the next fill makes
+        them again). Reads the description and the vectors file's header, not the vectors."""
         try:
-            return str(json.loads((folder / _META).read_text(encoding="utf-8"))["spec"])
+            meta = json.loads((folder / _META).read_text(encoding="utf-8"))
+            # mmap checks the file is as long as its header says; a truncated one raises ValueError.
+            shape = np.load(folder / _VECTORS, mmap_mode="r").shape
+            return str(meta["spec"]) if shape[:1] == (int(meta["rows"]),) else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

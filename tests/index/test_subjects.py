@@ -192,3 +192,14 @@ def test_subjects_made_while_a_reindex_wrote_a_newer_history_are_dropped_and_mad
     assert newer is not None and len(newer.commits) == 4 and newer.subjects is None
     assert fill_subjects(idx, SubjectEncoder(SPEC), nullcontext()) == 4
     assert History.load(idx).subjects is not None  # type: ignore[union-attr]
+
+
+def test_subject_vectors_cut_short_are_made_again_by_the_next_fill(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=SPEC))
+    assert fill_vectors(tmp_path / "idx").subjects == 3
+    vectors = next((tmp_path / "idx").rglob("subjects.npy"))
+    vectors.write_bytes(vectors.read_bytes()[:-40])  # a disk that filled up mid-write; the description is intact
+    assert History.load(tmp_path / "idx").subjects is None  # type: ignore[union-attr]
+    assert fill_vectors(tmp_path / "idx").subjects == 3
+    assert History.load(tmp_path / "idx").subjects is not None  # type: ignore[union-attr]
+    assert fill_vectors(tmp_path / "idx").subjects == 0
