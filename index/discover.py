@@ -1,8 +1,9 @@
 """Which files of a repository are indexed (and may be read through the server).
 
 Inside a git work tree the candidates are exactly what git would track; elsewhere a walk applies
-the .gitignore files with git's rules (both in index/ignore.py). Binaries, big files, likely secrets, the index's own
-directory and anything that leaves the root through a symlink are then dropped and counted.
+the .gitignore files with git's rules (both in index/ignore.py). Binaries, big files, likely secrets, dependency
+lock files, the index's own directory and anything that leaves the root through a symlink are then dropped and
+counted.
 """
 
 from __future__ import annotations
@@ -21,13 +22,23 @@ from index.ignore import Matcher, git_files, is_listed, matcher, walk
 from index.languages import language_for
 from index.types import Discovery, Selection, SourceFile
 
-__all__ = ["SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path", "stat_signature"]
+__all__ = ["LOCK_FILES", "SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path", "stat_signature"]
 
 # gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
 SECRET_PATTERNS: tuple[str, ...] = (
     ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "*.keystore", "*.jks", "*.ppk", "*.kdbx",
     "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "credentials*", ".git-credentials",
     ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".htpasswd",
+)  # fmt: skip
+
+# Machine-written dependency pins, gitignore-style; Selection.include overrides them. They are long
+# lists of package names and hashes that compete with the code for every question: flask's
+# uv.lock (310 KB) was 1,270 of its 3,264 chunks and a top-2 hit for `url_for` in vector mode.
+LOCK_FILES: tuple[str, ...] = (
+    "uv.lock", "poetry.lock", "pdm.lock", "Pipfile.lock", "pixi.lock", "Cargo.lock", "Gemfile.lock",
+    "composer.lock", "flake.lock", "mix.lock", "Podfile.lock", "pubspec.lock", "yarn.lock", "bun.lock",
+    "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "packages.lock.json", "gradle.lockfile",
+    "conda-lock.yml", "go.sum",
 )  # fmt: skip
 
 _SNIFF_BYTES = 8192  # git's own binary heuristic looks at the same window
@@ -38,7 +49,8 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY
 _REFUSALS: dict[str, str] = {
     "git_dir": "is inside .git: only files of the working tree can be read",
     "index_dir": "is inside the index directory: only files of the repository can be read",
-    "secret": "looks like a secret and is not served: add it to the include patterns if it is safe",
+    "secret": "looks like a secret and is not served: index it with `bridge index --include PATTERN` if it is safe",
+    "lock_file": "is a dependency lock file, which is not indexed: index it with `bridge index --include PATTERN`",
     "excluded": "is excluded by the exclude patterns: call list_files to see the readable files",
     "ignored": "is ignored by git or .gitignore: call list_files to see the readable files",
     "missing": "does not exist: call list_files to see the readable files",
@@ -59,6 +71,7 @@ class _Rules:
     """The name-only rules of a Selection, for paths relative to the real root."""
 
     secrets: Matcher | None
+    lock_files: Matcher | None
     include: Matcher | None
     exclude: Matcher | None
     index_dirs: tuple[str, ...]
@@ -69,9 +82,9 @@ class _Rules:
             return "git_dir"
         if _under_any(rel, self.index_dirs):
             return "index_dir"
-        secret = self.secrets is not None and self.secrets.match_file(rel)
-        if secret and (self.include is None or not self.include.match_file(rel)):
-            return "secret"
+        for reason, rule in (("secret", self.secrets), ("lock_file", self.lock_files)):
+            if rule is not None and rule.match_file(rel) and (self.include is None or not self.include.match_file(rel)):
+                return reason
         if self.exclude is not None and self.exclude.match_file(rel):
             return "excluded"
         return None
@@ -202,6 +215,7 @@ def _rules(root: Path, base: str, selection: Selection, exclude_dirs: tuple[Path
             index_dirs.append(inside)
     return _Rules(
         secrets=matcher(SECRET_PATTERNS) if selection.skip_secrets else None,
+        lock_files=matcher(LOCK_FILES),
         include=matcher(tuple(selection.include)),
         exclude=matcher(tuple(selection.exclude)),
         index_dirs=tuple(index_dirs),

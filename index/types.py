@@ -78,7 +78,7 @@ class Selection:
 
     max_file_bytes: int = 1024 * 1024
     exclude: tuple[str, ...] = ()  # extra gitignore-style patterns to skip
-    include: tuple[str, ...] = ()  # patterns that override the secret rules
+    include: tuple[str, ...] = ()  # patterns that override the secret and lock-file rules
     skip_secrets: bool = True
 
 

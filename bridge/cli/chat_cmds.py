@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
-from bridge.cli.common import MilvusOpt, MilvusTokenOpt, console, emit_json, fail, milvus_token, resolve_index
+from bridge.cli.common import MilvusOpt, MilvusTokenOpt, console, emit_json, fail, milvus_token, read_query, resolve_index
 from bridge.errors import BridgeError
 
 __all__ = ["register"]
@@ -120,10 +120,8 @@ def _session(
         else:
             from index.store import IndexDir
 
-            if repo is not None and not repo.is_dir():
-                fail(f"no folder at {repo}: pass the repository root with --repo")
-            root = (repo or Path.cwd()).expanduser().resolve()
-            _, where = resolve_index(root, index_dir)
+            found, where = resolve_index(repo, index_dir)
+            root = found or Path.cwd().resolve()
             if not milvus_uri and not IndexDir(where).exists() and not quiet:
                 later = "vectors follow in the background" if chat else f"run `bridge index {root}` for hybrid search"
                 console.print(f"{root} has no index yet: building its BM25 index now ({later})")
@@ -230,7 +228,7 @@ def _print_timings(turn: Any) -> None:
 @with_chat_options
 def ask_cmd(
     settings: Any,
-    question: str = typer.Argument(..., help="The question about the repository."),
+    question: str = typer.Argument(..., help="The question about the repository; `-` reads it from standard input."),
     repo: Path | None = RepoOpt,
     index_dir: Path | None = IndexDirOpt,
     show_budget: bool = ShowBudgetOpt,
@@ -241,6 +239,7 @@ def ask_cmd(
     """Answer one question about a repository with the local model; report sources, budget, timings."""
     from bridge.chat.session import ask_report
 
+    question = read_query(question)
     with _session(repo, index_dir, settings, chat=False, quiet=json_out, milvus_uri=milvus_uri,
                   milvus_token_env=milvus_token_env) as session:
         on_plan = _on_plan_with_gpu(show_budget, session.runtime)

@@ -19,6 +19,7 @@ __all__ = [
     "emit_json",
     "fail",
     "milvus_token",
+    "read_query",
     "resolve_index",
     "to_jsonable",
 ]
@@ -50,6 +51,15 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise SystemExit(code)
 
 
+def read_query(text: str) -> str:
+    """The query argument, or standard input when it is `-` (a pasted report: `bridge search - < bug.md`)."""
+    if text != "-":
+        return text
+    if sys.stdin.isatty():
+        fail("`-` reads the query from standard input: pipe or redirect it, e.g. `bridge search - < report.md`", code=2)
+    return sys.stdin.read()
+
+
 def to_jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -70,13 +80,23 @@ def emit_json(value: Any) -> None:
 
 
 def resolve_index(repo: Path | None, index_dir: Path | None) -> tuple[Path | None, Path]:
-    """(repository root or None, index folder) from `--repo` / `--index-dir`; default repo: cwd."""
-    from index.store import default_index_dir
+    """(repository root or None, index folder) from `--repo` / `--index-dir`. Without either: the
+    working directory, or the nearest folder above it that has an index (searching from `src/`
+    of an indexed repository searches the repository)."""
+    from index.store import IndexDir, default_index_dir
 
+    if repo is not None and not repo.expanduser().is_dir():
+        fail(f"no folder at {repo}: pass the repository root with --repo")
     if index_dir is not None:
-        return (repo.resolve() if repo else None), index_dir.expanduser().resolve()
-    root = (repo or Path.cwd()).expanduser().resolve()
-    return root, default_index_dir(root)
+        return (repo.expanduser().resolve() if repo else None), index_dir.expanduser().resolve()
+    if repo is not None:
+        root = repo.expanduser().resolve()
+        return root, default_index_dir(root)
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if IndexDir(default_index_dir(folder)).exists():
+            return folder, default_index_dir(folder)
+    return here, default_index_dir(here)
 
 
 class ProgressBars:

@@ -15,6 +15,7 @@ from bridge.cli.common import (
     emit_json,
     fail,
     milvus_token,
+    read_query,
     resolve_index,
     to_jsonable,
 )
@@ -52,7 +53,7 @@ def index_cmd(
     no_history: bool = typer.Option(False, "--no-history", help="Leave the git history out (no past-commit evidence)."),
     max_file_bytes: int = typer.Option(1024 * 1024, "--max-file-bytes", min=1, help="Skip files larger than this."),
     exclude: list[str] = typer.Option([], "--exclude", help="Extra gitignore-style pattern to skip (repeatable)."),
-    include: list[str] = typer.Option([], "--include", help="Pattern that overrides the secret-file rules (repeatable)."),
+    include: list[str] = typer.Option([], "--include", help="Pattern that overrides the secret and lock-file rules (repeatable)."),
     json_out: bool = JsonOpt,
     milvus_uri: str | None = MilvusOpt,
     milvus_token_env: str | None = MilvusTokenOpt,
@@ -64,6 +65,8 @@ def index_cmd(
 
     if not path.exists():
         fail(f"no such folder: {path}: pass the repository root")
+    if not path.is_dir():
+        fail(f"{path} is a file: pass the folder of the repository to index")
     root, where = path.resolve(), resolve_index(path, index_dir)[1]
     options = BuildOptions(
         selection=Selection(max_file_bytes=max_file_bytes, exclude=tuple(exclude), include=tuple(include)),
@@ -145,7 +148,8 @@ def _print_report(report: BuildReport, fill: FillReport | None) -> None:
 
 
 def search_cmd(
-    query: str = typer.Argument(..., help="What to look for: identifiers, error text, or a description."),
+    query: str = typer.Argument(..., help="What to look for: identifiers, error text, a description, or a whole bug "
+                                          "report (≤ 64 KB); `-` reads it from standard input."),
     repo: Path | None = RepoOpt,
     index_dir: Path | None = IndexDirOpt,
     k: int = typer.Option(5, "-k", help="Number of hits (1-50)."),
@@ -157,6 +161,7 @@ def search_cmd(
     milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Search the index of a repository."""
+    query = read_query(query)
     searcher = _searcher(repo, index_dir, milvus_uri, milvus_token_env)
     result = searcher.search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob)
     if json_out:
@@ -185,7 +190,11 @@ def _freshness(info: IndexInfo) -> str:
 def _searcher(repo: Path | None, index_dir: Path | None, milvus_uri: str | None, token_env: str | None) -> Searcher:
     from index.search import Searcher
 
+    from index.store import IndexDir
+
     root, where = resolve_index(repo, index_dir)
+    if root is not None and not milvus_uri and index_dir is None and not IndexDir(where).exists():
+        fail(f"{root} has no index yet: run `bridge index {root}` first")
     if milvus_uri:
         return Searcher(store=milvus_store(root or Path.cwd().resolve(), milvus_uri, token_env))
     return Searcher(where)

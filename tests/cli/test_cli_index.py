@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 
-def bridge(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def bridge(*args: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bridge", *args], capture_output=True, text=True, cwd=cwd, env=os.environ.copy(), timeout=120
+        [sys.executable, "-m", "bridge", *args], capture_output=True, text=True, cwd=cwd, env=os.environ.copy(),
+        timeout=120, input=stdin,
     )
 
 
@@ -65,6 +66,8 @@ def test_status_tells_how_many_past_commits_the_index_holds_and_whether_their_su
     [
         (("search", "x", "--index-dir", "/nonexistent/idx"), 1, "run `bridge index"),
         (("index", "/nonexistent/repo"), 1, "no such folder"),
+        (("search", "x", "--repo", "/nonexistent/repo"), 1, "no folder at /nonexistent/repo"),
+        (("status", "--repo", "/nonexistent/repo"), 1, "no folder at /nonexistent/repo"),
         (("search", "x", "-k", "notanumber"), 2, "Invalid value"),
         (("frobnicate",), 2, "No such command"),
     ],
@@ -81,6 +84,34 @@ def test_out_of_range_k_and_empty_query_are_one_line_errors(repo: Path, tmp_path
     for args in (("search", "x", "-k", "500"), ("search", "")):
         result = bridge(*args, "--index-dir", idx)
         assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_search_from_inside_an_indexed_repository_searches_the_repository(repo: Path) -> None:
+    assert bridge("index", str(repo), "--no-vectors").returncode == 0
+    found = bridge("search", "retry policy backoff", "--json", cwd=repo / "src")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["index"]["root"] == str(repo.resolve())
+
+
+def test_a_search_of_a_repository_without_an_index_names_the_command_that_builds_it(repo: Path) -> None:
+    result = bridge("search", "retry", "--repo", str(repo))
+    assert result.returncode == 1
+    assert f"run `bridge index {repo.resolve()}` first" in result.stderr
+
+
+def test_a_file_passed_to_index_is_refused_with_what_to_pass_instead(repo: Path) -> None:
+    result = bridge("index", str(repo / "src" / "config.py"))
+    assert result.returncode == 1 and "is a file: pass the folder of the repository" in result.stderr
+
+
+def test_a_dash_reads_the_query_from_standard_input(repo: Path, tmp_path: Path) -> None:
+    idx = str(tmp_path / "idx")
+    bridge("index", str(repo), "--index-dir", idx, "--no-vectors")
+    report = "Retries never back off\n\nThe retry policy ignores its backoff setting.\n" + "log line\n" * 2000
+    found = bridge("search", "-", "--index-dir", idx, "--json", stdin=report)
+    assert found.returncode == 0, found.stderr
+    data = json.loads(found.stdout)
+    assert data["query"] == report and data["hits"][0]["path"] == "src/config.py"
 
 
 def test_help_is_available_for_every_command() -> None:

@@ -11,8 +11,8 @@ import pytest
 from pathspec import GitIgnoreSpec
 
 import index.discover as discover_module
-from index.discover import SECRET_PATTERNS, discover, list_candidate_paths, stat_signature
-from index.errors import NotARepository
+from index.discover import SECRET_PATTERNS, discover, list_candidate_paths, resolve_path, stat_signature
+from index.errors import NotARepository, PathNotAllowed
 from index.ignore import any_of, matcher
 from index.languages import language_for
 from index.types import Selection
@@ -164,6 +164,22 @@ def test_include_patterns_override_the_secret_rules(tmp_path: Path) -> None:
 def test_secrets_can_be_indexed_when_the_rule_is_off(tmp_path: Path) -> None:
     repo = git_repo(tmp_path / "repo", {".env": "A=1", "server.pem": "k"})
     assert paths(repo, Selection(skip_secrets=False)) == [".env", "server.pem"]
+
+
+def test_dependency_lock_files_are_skipped_and_counted_unless_included(tmp_path: Path) -> None:
+    files = {"uv.lock": "[[package]]", "web/package-lock.json": "{}", "go.sum": "x h1:", "main.py": "print()",
+             "lock.py": "import threading"}
+    repo = git_repo(tmp_path / "repo", files)
+    found = discover(repo)
+    assert [source.path for source in found.files] == ["lock.py", "main.py"]
+    assert found.skipped == {"lock_file": 3}
+    assert paths(repo, Selection(include=("uv.lock",))) == ["lock.py", "main.py", "uv.lock"]
+
+
+def test_a_lock_file_is_refused_by_name_with_the_flag_that_indexes_it(tmp_path: Path) -> None:
+    repo = git_repo(tmp_path / "repo", {"poetry.lock": "[[package]]", "main.py": "print()"})
+    with pytest.raises(PathNotAllowed, match="lock file.*--include"):
+        resolve_path(repo, "poetry.lock")
 
 
 def test_exclude_patterns_skip_matching_files(tmp_path: Path) -> None:
