@@ -292,11 +292,12 @@ class History:
     def describe(self, commits: Sequence[tuple[int, float]], shown: int = 3, kind: str = "similar past",
                  why: str = "") -> str:
         """`3 similar past commits: 1a2b3c4d5e fix X; ...` for a hit's evidence (`kind` before the
-        noun, `why` after it)."""
+        noun, `why` after it); past `shown` commits, `9 similar past commits, the best 3: ...`."""
         best = sorted(commits, key=lambda c: -c[1])[:shown]
         named = "; ".join(f"{self.commits[i].sha[:10]} {self.commits[i].subject}" for i, _ in best)
         noun = "commit" if len(commits) == 1 else "commits"
-        return f"{len(commits)} {kind} {noun}{why}: {named}"
+        some = f", the best {len(best)}" if len(best) < len(commits) else ""
+        return f"{len(commits)} {kind} {noun}{why}{some}: {named}"
 
 
 class LiveHistory:

@@ -386,6 +386,8 @@ def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | No
 def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int) -> Mode:
     if not query or not query.strip():
         raise BadQuery("query is empty: say what to look for, e.g. 'where is the config parsed'")
+    if not any(ch.isalnum() for ch in query):
+        raise BadQuery(f"query {query.strip()[:40]!r} has no letters or digits: say what to look for in words or names")
     size = len(query.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise BadQuery(f"query is {size} bytes, over the {max_bytes}-byte ({max_bytes // 1024} KB) limit: shorten it")

@@ -164,10 +164,12 @@ def search_cmd(
     query = read_query(query)
     searcher = _searcher(repo, index_dir, milvus_uri, milvus_token_env)
     result = searcher.search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob)
-    if json_out:
-        from bridge.server.models import SearchCodeResult
+    from bridge.server.models import SearchCodeResult
+    from bridge.server.render import counted, no_word_in_common
 
-        emit_json(SearchCodeResult.from_result(result))
+    wire = SearchCodeResult.from_result(result)
+    if json_out:
+        emit_json(wire)
         return
     for n, hit in enumerate(result.hits, 1):
         ranks = f"lexical #{hit.lexical_rank or '-'}, vector #{hit.vector_rank or '-'}"
@@ -179,11 +181,15 @@ def search_cmd(
         console.print()
     note = " (last hit cut to fit --max-tokens)" if result.truncated else ""
     load = f" (+{result.load_ms:.0f} ms loading the query model)" if result.load_ms else ""
-    console.print(f"{len(result.hits)} hits in {result.took_ms:.1f} ms{load}{note}; {_freshness(result.index)}")
+    console.print(f"{counted(len(result.hits), 'hit')} in {result.took_ms:.1f} ms{load}{note}; {_freshness(result.index)}")
+    if no_word_in_common(wire):
+        console.print("No hit shares a word with the query: these are nearest by meaning only.")
 
 
 def _freshness(info: IndexInfo) -> str:
-    stale = f", {info.stale_files} files changed since" if info.stale_files else ""
+    from bridge.server.render import counted
+
+    stale = f", {counted(info.stale_files, 'file')} changed since" if info.stale_files else ""
     return f"index built {info.built_at}{stale}; {info.embedded_chunks}/{info.chunks} chunks embedded"
 
 

@@ -52,7 +52,7 @@ class IndexInfoModel(BaseModel):
 
 
 class SearchCodeResult(BaseModel):
-    query: str
+    query: str = Field(description="The query (over MCP its first line, cut at 120 characters, … when shortened).")
     mode: Literal["hybrid", "lexical", "vector"]
     took_ms: float
     load_ms: float = Field(0.0, description="One-off query-model load this call paid for; not part of took_ms.")

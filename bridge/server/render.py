@@ -20,6 +20,8 @@ from bridge.server.models import (
 )
 
 __all__ = [
+    "counted",
+    "echo",
     "render_search",
     "render_read",
     "render_list",
@@ -39,10 +41,28 @@ def fence(text: str, language: str | None) -> str:
     return f"{ticks}{language or ''}\n{text}\n{ticks}"
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 file`, `3 files`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def echo(query: str, keep: int = 120) -> str:
+    """The query's first line, cut at `keep` characters, with … when anything was left out: what a
+    result says it answered, without sending a pasted report back whole."""
+    stripped = query.strip()
+    first = stripped.splitlines()[0] if stripped else query
+    return first[:keep] + ("…" if len(first) > keep or first != stripped else "")
+
+
+def no_word_in_common(result: SearchCodeResult) -> bool:
+    """True when no hit shares a word with the query: they are nearest by meaning only."""
+    return result.mode != "vector" and bool(result.hits) and all(h.lexical_rank is None for h in result.hits)
+
+
 def _freshness(info: IndexInfoModel, reindexing: bool = False, vectors: bool = True) -> str:
     parts = [f"index built {info.built_at}"]
     if info.stale_files:
-        parts.append(f"{info.stale_files} files changed since")
+        parts.append(f"{counted(info.stale_files, 'file')} changed since")
     if reindexing:
         parts.append("re-indexing now")
     if vectors and info.embedded_chunks < info.chunks:
@@ -50,17 +70,11 @@ def _freshness(info: IndexInfoModel, reindexing: bool = False, vectors: bool = T
     return ", ".join(parts)
 
 
-def _quoted(query: str, keep: int = 120) -> str:
-    """The query as repr, its first line only when long: a pasted report must not be echoed whole."""
-    first = query.strip().splitlines()[0] if query.strip() else query
-    return repr(first[:keep] + ("…" if len(first) > keep or first != query.strip() else ""))
-
-
 def render_search(result: SearchCodeResult, repo: str, reindexing: bool = False, vectors: bool = True) -> str:
     tokens = sum(h.tokens for h in result.hits)
-    cut = " (cut to fit max_tokens)" if result.truncated else ""
+    cut = ", cut to fit max_tokens" if result.truncated else ""
     lines = [
-        f"{len(result.hits)} hits for {_quoted(result.query)} in {repo} ({result.mode}, {tokens} tokens{cut}); "
+        f"{counted(len(result.hits), 'hit')} for {echo(result.query)!r} in {repo} ({result.mode}, {tokens} tokens{cut}); "
         f"{_freshness(result.index, reindexing, vectors)}"
     ]
     for hit in result.hits:
@@ -69,6 +83,8 @@ def render_search(result: SearchCodeResult, repo: str, reindexing: bool = False,
         lines.append(f"\n{hit.path}:{hit.start_line}-{hit.end_line}{symbol}{why}\n{fence(hit.text, hit.language)}")
     if not result.hits:
         lines.append("No matches: try other words, mode='lexical' for exact names, or a wider path_glob.")
+    elif no_word_in_common(result):
+        lines.append("\nNo hit shares a word with the query: these are nearest by meaning only.")
     return "\n".join(lines)
 
 
@@ -127,6 +143,6 @@ def render_repos(result: ListReposResult) -> str:
     rows = []
     for r in result.repos:
         default = " (default)" if r.default else ""
-        stale = f", {r.stale_files} files changed since" if r.stale_files else ""
+        stale = f", {counted(r.stale_files, 'file')} changed since" if r.stale_files else ""
         rows.append(f"{r.name}{default}: {r.root} — {r.files} files, {r.chunks} chunks, built {r.built_at}{stale}")
     return "\n".join(rows)

@@ -80,8 +80,9 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
 
     def search_code(
         query: Annotated[str, Field(description="What to look for: identifiers, error text, a description, "
-                                            "or a whole bug report (≤ 64 KB).")],
-        k: Annotated[int, Field(description="Number of hits.", json_schema_extra={"minimum": 1, "maximum": ops.MAX_K})] = 5,
+                                            "or a whole bug report (≤ 64 KB of UTF-8).")],
+        k: Annotated[int, Field(description="Most hits to return; fewer when max_tokens is reached first.",
+                                json_schema_extra={"minimum": 1, "maximum": ops.MAX_K})] = 5,
         max_tokens: Budget = DEFAULT_MAX_TOKENS,
         path_glob: Annotated[
             str | None, Field(description="Only paths matching this gitignore-style glob, e.g. 'src/**/*.py'.")
@@ -101,7 +102,10 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
         """Search the repository's code index; returns the best-matching line ranges with their code."""
 
         def work(r: Repo) -> Outcome:
+            # The structured result echoes the query's first line, as the text does: a client that
+            # hands it to the model must not pay for a pasted 64 KB report twice.
             result = ops.search_code(r, query, k, max_tokens, path_glob, mode)
+            result = result.model_copy(update={"query": render.echo(query)})
             vectors = r.searcher.manifest.embedder is not None
             return result, render.render_search(result, r.name, r.status().reindexing, vectors)
 

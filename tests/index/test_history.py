@@ -33,6 +33,15 @@ def test_commits_like_the_question_vote_for_the_files_they_touched(repo: Path, t
     assert "Fix pretty printing of nested matrices" in history.describe(votes["pkg/printer.py"])
 
 
+def test_evidence_of_more_commits_than_it_names_says_it_names_the_best(repo: Path, tmp_path: Path) -> None:
+    update_history(repo, tmp_path / "idx")
+    history = History.load(tmp_path / "idx")
+    assert history is not None
+    line = history.describe([(0, 0.2), (1, 0.9), (2, 0.5)], shown=2)
+    assert line.startswith("3 similar past commits, the best 2: ")
+    assert line.count(";") == 1 and history.commits[1].subject in line.split(";")[0]
+
+
 def test_a_reindex_reads_only_the_new_commits(repo: Path, tmp_path: Path) -> None:
     update_history(repo, tmp_path / "idx")
     commit(repo, {"pkg/parser.py": "def parse(s):\n    return s.strip()\n"}, "Strip whitespace in the parser")

@@ -13,6 +13,8 @@ from support.git import printer_repo
 from support.server import call_tool, call_tools, make_repo, text_of
 
 from bridge.server.app import ServeOptions, build_server, open_service
+from bridge.server.models import HitModel, IndexInfoModel, SearchCodeResult
+from bridge.server.render import render_search
 from bridge.server.repos import RepoSpec
 
 READ_ONLY = {"search_code", "read_file", "list_files", "outline", "index_status", "list_repos"}
@@ -77,6 +79,7 @@ def test_search_code_path_glob_keeps_only_matching_paths(server: object) -> None
         ({"query": "x", "max_tokens": 0}, "max_tokens=0 is out of range: use 1 to 20000"),
         ({"query": "x", "max_tokens": 20001}, "max_tokens=20001 is out of range: use 1 to 20000"),
         ({"query": "   "}, "query is empty"),
+        ({"query": "?!.,;: ()"}, "has no letters or digits"),
         ({"query": "é" * 32769}, "over the 65536-byte (64 KB) limit"),
         ({"query": "x", "mode": "fuzzy"}, "mode='fuzzy' is unknown: use hybrid, lexical or vector"),
         ({"query": "x", "repo": "elsewhere"}, "unknown repo 'elsewhere'"),
@@ -93,6 +96,25 @@ def test_search_code_refuses_bad_arguments_with_a_message_that_says_what_to_chan
 
 def test_a_query_of_exactly_64_kb_is_accepted(server: object) -> None:
     assert not call_tool(server, "search_code", {"query": "a" * 65536}).is_error
+
+
+def test_a_pasted_report_is_echoed_by_its_first_line_only(server: object) -> None:
+    report = "Settings file is not parsed\n\n" + "parse_config reads the settings file wrong.\n" * 1000
+    result = call_tool(server, "search_code", {"query": report, "k": 1})
+    assert result.structured_content["query"] == "Settings file is not parsed…"
+    assert len(json.dumps(result.structured_content)) < 4000
+
+
+def test_hits_that_share_no_word_with_the_query_say_they_are_nearest_by_meaning() -> None:
+    def result(lexical_rank: int | None, mode: str = "hybrid") -> SearchCodeResult:
+        hit = HitModel(path="a.py", start_line=1, end_line=2, score=1.0, lexical_rank=lexical_rank, vector_rank=1,
+                       symbol=None, language="python", text="x = 1\ny = 2", tokens=8)
+        index = IndexInfoModel(root="/r", files=1, chunks=1, embedded_chunks=1, built_at="t", stale_files=0)
+        return SearchCodeResult(query="zzqq", mode=mode, took_ms=1.0, hits=[hit], truncated=False, index=index)
+
+    assert "No hit shares a word with the query" in render_search(result(None), "demo")
+    assert "No hit shares a word" not in render_search(result(3), "demo")
+    assert "No hit shares a word" not in render_search(result(None, "vector"), "demo")
 
 
 def test_read_file_returns_the_asked_lines_with_a_path_header(server: object) -> None:
@@ -192,7 +214,7 @@ def test_results_say_how_stale_they_are(server: object, repo: Path) -> None:
     (repo / "README.md").write_text("# Demo, edited after indexing\n")
     data = call_tool(server, "search_code", {"query": "demo"}).structured_content
     assert data["index"]["stale_files"] == 1
-    assert "1 files changed since" in text_of(call_tool(server, "index_status"))
+    assert "1 file changed since" in text_of(call_tool(server, "index_status"))
 
 
 def test_searches_keep_answering_while_a_reindex_waits_for_the_writer(server: object, service: object, repo: Path) -> None:
