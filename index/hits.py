@@ -1,19 +1,25 @@
 """What a search does with its ranked chunks: the best chunk of each best file first (hybrid), merge
-neighbours of one file, pack under a token budget."""
+neighbours of one file, pack under a token budget, and say which hits' files changed since the build."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
+from index.discover import stat_signature
 from index.filescores import FileScores
 from index.rank import FileEvidence
+from index.store import FileEntry
 from index.tokenize import estimate_tokens
 from index.types import Hit
 
-__all__ = ["files_first", "fit_prefix", "merge_hits", "pack_hits"]
+__all__ = ["files_first", "fit_prefix", "marked_stale", "merge_hits", "pack_hits"]
+
+_GONE = "deleted since indexing: run `bridge index` (MCP: refresh_index) to drop it"
+_CHANGED = "changed since indexing, so these lines may have moved: run `bridge index` (MCP: refresh_index)"
 
 
 def files_first(
@@ -122,3 +128,17 @@ def _cut(hit: Hit, budget: int, count: Callable[[str], int]) -> Hit | None:
         return None
     text = "\n".join(lines[:lo])
     return replace(hit, end_line=hit.start_line + lo - 1, text=text, tokens=count(text))
+
+
+def marked_stale(hits: list[Hit], root: Path, built: Mapping[str, FileEntry]) -> list[Hit]:
+    """Hits whose file's size or mtime on disk is no longer the indexed one (`built`: the
+    manifest's files) say so in their evidence: the text is what was indexed, and the lines on disk
+    may differ (one stat per hit)."""
+    out = []
+    for hit in hits:
+        entry = built.get(hit.path)
+        now = stat_signature(root, hit.path)
+        if entry is not None and now != (entry.size, entry.mtime_ns):
+            hit = replace(hit, evidence=(*hit.evidence, _GONE if now is None else _CHANGED))
+        out.append(hit)
+    return out

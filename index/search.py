@@ -26,7 +26,7 @@ from index.filescores import FileScores
 from index.focus import focus
 from index.fusion import rrf, top_k
 from index.history import History, LiveHistory
-from index.hits import files_first, merge_hits, pack_hits
+from index.hits import files_first, marked_stale, merge_hits, pack_hits
 from index.question import title_of
 from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence
 from index.ranker import Ranker, load_ranker
@@ -269,7 +269,7 @@ class Searcher:
             file_score = _file_scores(gen, text, scores, near, allowed, SIGNALS, votes, self.ranker)
             order, fused = files_first(gen.files, file_score, scores, order, fused, k)
         hits = with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
-        hits, truncated = pack_hits(hits, max_tokens)
+        hits, truncated = pack_hits(marked_stale(hits, Path(gen.manifest.root), gen.manifest.files), max_tokens)
         took = (time.perf_counter() - t0) * 1000 - load_ms
         return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms)
 

@@ -153,7 +153,8 @@ class ChatSession:
         start = time.perf_counter()
         self._check_fixed(question)  # a question too long for the context fails here, before any search
         retrieval = Retrieval((), 0.0)
-        if self.settings.snippet_tokens > 0:
+        # A turn of punctuation alone ("?") has nothing to search for; the model answers from the turns so far.
+        if self.settings.snippet_tokens > 0 and any(ch.isalnum() for ch in question):
             query = question.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
             retrieval = self.retriever.search(
                 query, k=self.settings.k, max_tokens=self.settings.snippet_tokens, mode=self.settings.mode

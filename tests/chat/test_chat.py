@@ -186,6 +186,12 @@ def test_no_snippet_budget_means_no_search() -> None:
     assert spy.queries == [] and turn.sources == ()
 
 
+def test_a_turn_of_punctuation_alone_is_answered_without_a_search() -> None:
+    spy = SpyRetriever()
+    turn = session(spy).ask("?")
+    assert spy.queries == [] and turn.sources == ()
+
+
 def test_an_empty_question_is_refused() -> None:
     with pytest.raises(ChatError, match="empty"):
         session(SpyRetriever()).ask("   ")

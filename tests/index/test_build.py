@@ -98,6 +98,19 @@ def test_results_count_files_changed_on_disk_since_the_build(repo: Path, tmp_pat
     assert result.index.stale_files == 2
 
 
+def test_a_hit_whose_file_changed_or_went_since_the_build_says_so_and_what_to_run(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    searcher = Searcher(tmp_path / "idx")
+    assert not any(h.evidence for h in searcher.search("parse_port", k=3, mode="lexical").hits)
+    server = repo / "src/server.py"
+    server.write_text("# moved down\n" + server.read_text())
+    hit = searcher.search("parse_port", k=1, mode="lexical").hits[0]
+    assert hit.path == "src/server.py" and hit.evidence[-1].startswith("changed since indexing")
+    assert "`bridge index`" in hit.evidence[-1]
+    server.unlink()
+    assert searcher.search("parse_port", k=1, mode="lexical").hits[0].evidence[-1].startswith("deleted since indexing")
+
+
 def test_path_glob_keeps_only_matching_files(repo: Path, tmp_path: Path) -> None:
     build_index(repo, tmp_path / "idx", LEXICAL)
     hits = Searcher(tmp_path / "idx").search("session name greeting port", k=10, mode="lexical", path_glob="*.ts").hits
