@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import sys
 from collections.abc import Iterator
 
 __all__ = ["quiet"]
@@ -23,4 +25,15 @@ def quiet() -> Iterator[None]:
         hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     except ImportError:
         pass
+    _silence_loaded_bars()
     yield
+
+
+def _silence_loaded_bars() -> None:
+    """tqdm reads TQDM_DISABLE once, when it is first imported; a module that imported it before
+    (model2vec's distillation, after transformers) keeps drawing: ~60 lines of `Encoding tokens`
+    on the first static index. Its `tqdm` name is bound to a switched-off one instead."""
+    module = sys.modules.get("model2vec.distill.inference")  # loaded by the caller that distils
+    bar = getattr(module, "tqdm", None)
+    if bar is not None and not isinstance(bar, functools.partial):
+        module.tqdm = functools.partial(bar, disable=True)

@@ -354,3 +354,13 @@ def test_static_backend_is_distilled_once_offline_and_then_reused(
     query = emb.encode_query("read json file")
     assert query @ vectors[0] > query @ vectors[1]
     assert [p.name for p in tmp_path.iterdir()] == ["static-minilm"]  # no scratch folder left
+
+
+def test_distilling_draws_no_progress_bar_even_when_tqdm_was_imported_first() -> None:
+    import tqdm  # noqa: F401 - imported first, as transformers does, so TQDM_DISABLE comes too late
+
+    from index.embed.quiet import quiet
+
+    inference = pytest.importorskip("model2vec.distill.inference")
+    with quiet():
+        assert inference.tqdm(total=1).disable is True
