@@ -147,15 +147,21 @@ def _print_report(report: BuildReport, fill: FillReport | None) -> None:
     console.print(f"index: {report.index_dir}")
 
 
+def _known_mode(value: str) -> str:
+    if value not in ("hybrid", "lexical", "vector"):
+        raise typer.BadParameter(f"{value!r}: use hybrid, lexical or vector")
+    return value
+
+
 def search_cmd(
     query: str = typer.Argument(..., help="What to look for: identifiers, error text, a description, or a whole bug "
                                           "report (≤ 64 KB); `-` reads it from standard input."),
     repo: Path | None = RepoOpt,
     index_dir: Path | None = IndexDirOpt,
-    k: int = typer.Option(5, "-k", help="Number of hits (1-50)."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Token budget for all hits together."),
+    k: int = typer.Option(5, "-k", min=1, max=50, help="Most hits to show (1-50)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Token budget for all hits together."),
     path_glob: str | None = typer.Option(None, "--path-glob", help="Only paths matching this glob, e.g. 'src/**/*.py'."),
-    mode: str = typer.Option("hybrid", "--mode", help="hybrid, lexical or vector."),
+    mode: str = typer.Option("hybrid", "--mode", callback=_known_mode, help="hybrid, lexical or vector."),
     json_out: bool = JsonOpt,
     milvus_uri: str | None = MilvusOpt,
     milvus_token_env: str | None = MilvusTokenOpt,
@@ -179,6 +185,8 @@ def search_cmd(
             console.print(f"  {line}", markup=False, highlight=False)
         console.print(hit.text, markup=False, highlight=False)
         console.print()
+    if result.truncated and not result.hits:
+        fail(f"no hit fits in --max-tokens {max_tokens}: raise it (a hit is a few dozen tokens at least)")
     note = " (last hit cut to fit --max-tokens)" if result.truncated else ""
     load = f" (+{result.load_ms:.0f} ms loading the query model)" if result.load_ms else ""
     console.print(f"{counted(len(result.hits), 'hit')} in {result.took_ms:.1f} ms{load}{note}; {_freshness(result.index)}")

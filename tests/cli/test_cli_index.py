@@ -78,12 +78,21 @@ def test_errors_are_one_line_with_the_right_exit_code(args: tuple[str, ...], cod
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-def test_out_of_range_k_and_empty_query_are_one_line_errors(repo: Path, tmp_path: Path) -> None:
+def test_out_of_range_flags_are_usage_errors_and_an_empty_query_a_one_line_error(repo: Path, tmp_path: Path) -> None:
     idx = str(tmp_path / "idx")
     bridge("index", str(repo), "--index-dir", idx, "--no-vectors")
-    for args in (("search", "x", "-k", "500"), ("search", "")):
-        result = bridge(*args, "--index-dir", idx)
-        assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    result = bridge("search", "", "--index-dir", idx)
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for args, flag in ((("-k", "500"), "-k"), (("--max-tokens", "0"), "--max-tokens"), (("--mode", "fuzzy"), "--mode")):
+        result = bridge("search", "x", *args, "--index-dir", idx)
+        assert result.returncode == 2 and f"Invalid value for '{flag}'" in result.stderr, result.stderr
+
+
+def test_a_budget_too_small_for_any_hit_says_to_raise_it(repo: Path, tmp_path: Path) -> None:
+    idx = str(tmp_path / "idx")
+    bridge("index", str(repo), "--index-dir", idx, "--no-vectors")
+    result = bridge("search", "parse_config settings file", "--max-tokens", "2", "--index-dir", idx)
+    assert result.returncode == 1 and "no hit fits in --max-tokens 2: raise it" in result.stderr
 
 
 def test_a_search_from_inside_an_indexed_repository_searches_the_repository(repo: Path) -> None:
