@@ -33,7 +33,7 @@ from index.changes import (
 from index.chunk import chunk_file
 from index.delta import MAX_FRACTION, DeltaResult, deleted_base, write_delta
 from index.errors import EmptyRepository, writing
-from index.history import remove_history, update_history
+from index.history import HistoryReport, remove_history, update_history
 from index.postings import LexicalWriter, ReusedSlices
 from index.store import (
     FORMAT_VERSION,
@@ -83,6 +83,7 @@ class BuildReport:
     skipped: dict[str, int]
     invalid_utf8: int
     seconds: dict[str, float]
+    history: HistoryReport | None = None  # None: history turned off (and removed); `.head` None: not git
 
 
 def _noop(_: Progress) -> None:
@@ -115,10 +116,10 @@ def build_index(
             if not listed:
                 raise EmptyRepository(f"no indexable files under {root}: check the path and its .gitignore")
             if unchanged(previous.manifest, listed, options.embedder, options.selection):
-                seconds["history"] = _update_history(root, index_dir, options)
+                history = _update_history(root, index_dir, options, seconds)
                 return BuildReport(
                     str(index_dir), previous.path.name, False, len(listed), previous.manifest.chunks,
-                    previous.manifest.chunks, 0, dict(sorted(skipped.items())), invalid_count(listed), seconds,
+                    previous.manifest.chunks, 0, dict(sorted(skipped.items())), invalid_count(listed), seconds, history,
                 )
         t = time.perf_counter()
         with writing(index_dir):
@@ -160,24 +161,26 @@ def build_index(
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
         seconds["write"] = time.perf_counter() - t
-        seconds["history"] = _update_history(root, index_dir, options)
+        history = _update_history(root, index_dir, options, seconds)
         on_progress(Progress("write", 1, 1))
         return BuildReport(
             str(index_dir), gen.name, True, len(files), n_chunks, reused, n_chunks - reused,
-            skips, len(invalid), seconds,
+            skips, len(invalid), seconds, history,
         )
 
 
-def _update_history(root: Path, index_dir: Path, options: BuildOptions) -> float:
-    """Seconds spent bringing the commit history up to date (or removing it when turned off)."""
+def _update_history(root: Path, index_dir: Path, options: BuildOptions, seconds: dict[str, float]) -> HistoryReport | None:
+    """Bring the commit history up to date (None: removed, as turned off); its time goes in `seconds`."""
     t = time.perf_counter()
+    report = None
     if options.history:
         spec = subject_spec(options.embedder)
         # Subjects with no earlier vectors to extend wait for fill_vectors (index/fill.py).
-        update_history(root, index_dir, subjects=SubjectEncoder(spec) if spec else None, later=True)
+        report = update_history(root, index_dir, subjects=SubjectEncoder(spec) if spec else None, later=True)
     else:
         remove_history(index_dir)
-    return time.perf_counter() - t
+    seconds["history"] = time.perf_counter() - t
+    return report
 
 
 def _try_delta(

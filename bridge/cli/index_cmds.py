@@ -23,6 +23,7 @@ from bridge.cli.common import (
 if TYPE_CHECKING:
     from index.build import BuildOptions, BuildReport
     from index.fill import FillReport
+    from index.history import HistoryReport
     from index.milvus import MilvusStore
     from index.search import Searcher
     from index.types import IndexInfo
@@ -141,6 +142,7 @@ def _print_report(report: BuildReport, fill: FillReport | None) -> None:
         console.print(f"index is up to date: {report.files} files, {report.chunks} chunks")
     if report.invalid_utf8:
         console.print(f"{report.invalid_utf8} files had invalid UTF-8 (decoded with replacement)")
+    console.print(_history_built(report.history))
     if fill is not None:
         state = "complete" if fill.complete else "partial (run `bridge index` again to finish)"
         console.print(f"vectors: {fill.embedded_chunks}/{fill.chunks} chunks, {state}")
@@ -241,6 +243,14 @@ def status_cmd(
     console.print(f"{info.files} files, {info.chunks} chunks; {_freshness(info)}")
     console.print(f"embedder: {manifest.embedder or 'none (lexical only)'}; embedded {data['embedded_fraction']:.0%}")
     console.print(_history_line(data["history"], manifest.embedder is not None))
+
+
+def _history_built(history: HistoryReport | None) -> str:
+    if history is None:
+        return "history: off (--no-history); a plain `bridge index` indexes it again"
+    if history.head is None:
+        return "history: none (not a git repository)"
+    return f"history: {history.commits} past commits ({history.new_commits} new)"
 
 
 def _history_status(searcher: Searcher) -> dict[str, object] | None:

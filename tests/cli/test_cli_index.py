@@ -88,6 +88,17 @@ def test_out_of_range_flags_are_usage_errors_and_an_empty_query_a_one_line_error
         assert result.returncode == 2 and f"Invalid value for '{flag}'" in result.stderr, result.stderr
 
 
+def test_index_says_what_it_did_with_the_history(tmp_path: Path) -> None:
+    from tests.support.git import printer_repo
+
+    git_repo, idx = printer_repo(tmp_path / "git"), str(tmp_path / "idx")
+    assert "history: off (--no-history)" in bridge("index", str(git_repo), "--index-dir", idx, "--no-vectors", "--no-history").stderr
+    again = bridge("index", str(git_repo), "--index-dir", idx, "--no-vectors")
+    assert "index is up to date" in again.stderr and "history: 3 past commits (3 new)" in again.stderr
+    data = json.loads(bridge("index", str(git_repo), "--index-dir", idx, "--no-vectors", "--json").stdout)
+    assert data["build"]["history"]["commits"] == 3 and data["build"]["history"]["new_commits"] == 0
+
+
 def test_a_budget_too_small_for_any_hit_says_to_raise_it(repo: Path, tmp_path: Path) -> None:
     idx = str(tmp_path / "idx")
     bridge("index", str(repo), "--index-dir", idx, "--no-vectors")
