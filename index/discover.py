@@ -22,7 +22,10 @@ from index.ignore import Matcher, git_files, is_listed, matcher, walk
 from index.languages import language_for
 from index.types import Discovery, Selection, SourceFile
 
-__all__ = ["LOCK_FILES", "SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path", "stat_signature"]
+__all__ = [
+    "LOCK_FILES", "SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path",
+    "stat_signature",
+]
 
 # gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
 SECRET_PATTERNS: tuple[str, ...] = (

@@ -127,19 +127,21 @@ def _embedder_spec(spec: str) -> str:
         return spec
     folder = Path(spec).expanduser()
     if not folder.is_dir():
-        fail(f"--embedder {spec!r} is neither minilm, static nor a folder: pass a sentence-transformers folder")
+        fail(f"--embedder {spec!r} is none of minilm, minilm-torch, static or a folder: pass one, or a sentence-transformers folder")
     return str(folder.resolve())
 
 
 def _print_report(report: BuildReport, fill: FillReport | None) -> None:
+    from bridge.server.render import counted
+
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(report.skipped.items()) if n) or "none"
     if report.changed:
         console.print(
-            f"indexed {report.files} files into {report.chunks} chunks "
+            f"indexed {counted(report.files, 'file')} into {counted(report.chunks, 'chunk')} "
             f"({report.reused_chunks} reused, {report.new_chunks} new); skipped: {skipped}"
         )
     else:
-        console.print(f"index is up to date: {report.files} files, {report.chunks} chunks")
+        console.print(f"index is up to date: {counted(report.files, 'file')}, {counted(report.chunks, 'chunk')}")
     if report.invalid_utf8:
         console.print(f"{report.invalid_utf8} files had invalid UTF-8 (decoded with replacement)")
     console.print(_history_built(report.history))
@@ -205,7 +207,6 @@ def _freshness(info: IndexInfo) -> str:
 
 def _searcher(repo: Path | None, index_dir: Path | None, milvus_uri: str | None, token_env: str | None) -> Searcher:
     from index.search import Searcher
-
     from index.store import IndexDir
 
     root, where = resolve_index(repo, index_dir)

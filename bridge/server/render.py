@@ -134,7 +134,7 @@ def render_refresh(result: RefreshIndexResult) -> str:
     if not result.changed:
         return f"{result.repo}: index was up to date ({result.files} files, {result.chunks} chunks)"
     return (
-        f"{result.repo}: re-indexed {result.files} files into {result.chunks} chunks "
+        f"{result.repo}: re-indexed {counted(result.files, 'file')} into {counted(result.chunks, 'chunk')} "
         f"({result.reused_chunks} reused, {result.new_chunks} new) in {result.seconds:.1f} s"
     )
 

@@ -35,5 +35,5 @@ def _silence_loaded_bars() -> None:
     on the first static index. Its `tqdm` name is bound to a switched-off one instead."""
     module = sys.modules.get("model2vec.distill.inference")  # loaded by the caller that distils
     bar = getattr(module, "tqdm", None)
-    if bar is not None and not isinstance(bar, functools.partial):
-        module.tqdm = functools.partial(bar, disable=True)
+    if module is not None and bar is not None and not isinstance(bar, functools.partial):
+        module.tqdm = functools.partial(bar, disable=True)  # type: ignore[attr-defined]
