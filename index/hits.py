@@ -14,21 +14,34 @@ from index.filescores import FileScores
 from index.rank import FileEvidence
 from index.store import FileEntry
 from index.tokenize import estimate_tokens
-from index.types import Hit
+from index.types import Chunk, Hit
 
-__all__ = ["files_first", "fit_prefix", "marked_stale", "merge_hits", "pack_hits"]
+__all__ = ["files_first", "fit_prefix", "frame_functions", "marked_stale", "merge_hits", "pack_hits"]
 
 _GONE = "deleted since indexing: run `bridge index` (MCP: refresh_index) to drop it"
 _CHANGED = "changed since indexing, so these lines may have moved: run `bridge index` (MCP: refresh_index)"
 
 
+def frame_functions(files: FileEvidence, frames: Sequence[tuple[str, str]]) -> dict[int, str]:
+    """File number -> the function that the deepest traceback frame in that file names."""
+    out: dict[int, str] = {}
+    for path, function in frames:  # outermost first: a deeper frame in the same file wins
+        if (f := files.file_named(path)) is not None:
+            out[f] = function
+    return out
+
+
 def files_first(
-    files: FileEvidence, file_score: FileScores, scores: np.ndarray, order: list[int], fused: dict[int, float], k: int
+    files: FileEvidence, file_score: FileScores, scores: np.ndarray, order: list[int], fused: dict[int, float], k: int,
+    functions: Mapping[int, str] | None = None, read: Callable[[list[int]], Mapping[int, Chunk]] | None = None,
 ) -> tuple[list[int], dict[int, float]]:
     """The best chunk of each of the k best files, by file score; then the other chunks, scored lower.
 
     Only the best files are put in order (a few more than k: a file without chunks is skipped),
-    not every file with evidence; more are taken only when those run out."""
+    not every file with evidence; more are taken only when those run out. A file a traceback frame
+    names (`functions`, from frame_functions) answers with that function's chunk when it has one
+    (`read` gets chunks by id): the report's words pick any chunk of a big file, often an unrelated
+    one (a QA run: requests' `get_redirect_target` for a traceback through `Session.request`)."""
     best_chunk: dict[int, int] = {}
     for cid in order:
         best_chunk.setdefault(int(files.chunk_file[cid]), cid)
@@ -45,6 +58,8 @@ def files_first(
             if n == 0:
                 continue
             chunk = best_chunk.get(f)
+            if functions and read is not None and f in functions:
+                chunk = _function_chunk(read(list(range(first, first + n))), functions[f], scores) or chunk
             if chunk is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
                 chunk = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
             chosen[chunk] = value
@@ -54,6 +69,14 @@ def files_first(
         floor = min(chosen.values(), default=1.0) / (2 * fused[rest[0]])
         chosen.update((c, fused[c] * floor) for c in rest)
     return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
+
+
+def _function_chunk(chunks: Mapping[int, Chunk], function: str, scores: np.ndarray) -> int | None:
+    """Of a file's chunks, the best-scored one of `function` (a long function has several)."""
+    mine = [cid for cid, c in chunks.items() if c.symbol and c.symbol.rsplit(".", 1)[-1] == function]
+    if not mine:
+        return None
+    return max(mine, key=lambda cid: (float(scores[cid]) if len(scores) else 0.0, -cid))
 
 
 def merge_hits(hits: list[Hit]) -> list[Hit]:

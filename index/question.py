@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["QueryClues", "extract_clues", "title_of"]
+__all__ = ["QueryClues", "extract_clues", "title_of", "traceback_frames"]
 
 # A path is looked for only at the start of each run of path characters: searched anywhere, the
 # pattern backtracks cubically on a long run without a dot (4 KB of one word took 50 s).
@@ -25,6 +25,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\(")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE = re.compile(r"`[^`\n]+`")
+_FRAME = re.compile(r'^\s*File "([^"\n]+)", line \d+, in ([A-Za-z_]\w*)', re.MULTILINE)
 _CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
 
 
@@ -56,3 +57,9 @@ def title_of(query: str) -> str | None:
     """The first non-empty line of a question of several lines; None for a one-line question."""
     lines = [line for line in query.splitlines() if line.strip()]
     return lines[0] if len(lines) > 1 else None
+
+
+def traceback_frames(query: str) -> tuple[tuple[str, str], ...]:
+    """(path, function) of every Python traceback frame the question quotes, outermost first
+    (`File "/site-packages/pkg/mod.py", line 12, in parse`); module-level frames are left out."""
+    return tuple((m.group(1).replace("\\", "/"), m.group(2)) for m in _FRAME.finditer(query))

@@ -331,6 +331,11 @@ class FileEvidence:
                 self._auxiliary_mask = mask(aux, len(self.paths))
             return self._auxiliary_mask
 
+    def file_named(self, path: str) -> int | None:
+        """The one file a path mentioned in a question (a traceback's) stands for, if exactly one."""
+        found = _suffix_matches(path, self._suffix_table())
+        return found[0] if len(found) == 1 else None
+
     def _suffix_table(self) -> dict[str, list[int]]:
         with self._lock:
             if self._suffixes is None:
