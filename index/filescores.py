@@ -9,7 +9,7 @@ answers with a handful. Sorting them all in Python dicts cost about a third of a
   which is not stable, and then puts tied values in id order, instead of a slower `lexsort`.
 
 Every order here is the one `sorted(ids, key=lambda i: (-value[i], i))` gives: best value first,
-ties to the lower id. Nothing is approximated.
+ties to the lower id. Nothing is approximated. `glob_mask` says which files a path glob allows.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FileScores", "best_first", "mask", "ordered", "ranking"]
+from index.errors import BadQuery
+
+__all__ = ["FileScores", "best_first", "glob_mask", "mask", "ordered", "ranking"]
 
 
 def ordered(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -104,3 +106,21 @@ class FileScores(Mapping[int, float]):
 
     def __len__(self) -> int:
         return len(self.files)
+
+
+def glob_mask(paths: Sequence[str] | np.ndarray, path_glob: str | None) -> np.ndarray | None:
+    """Which of `paths` a gitignore-style glob keeps (None: no glob); BadQuery for a bad glob or one
+    that keeps none of them."""
+    if not path_glob:
+        return None
+    import pathspec
+
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines([path_glob])
+    except (ValueError, TypeError) as exc:
+        raise BadQuery(f"bad path glob {path_glob!r} ({exc}): use a pattern like 'src/**/*.py'") from exc
+    allowed = np.fromiter((spec.match_file(p) for p in paths), dtype=bool, count=len(paths))
+    if not allowed.any():  # a typo, '../**' or '/etc/**' would otherwise read as "nothing relevant"
+        raise BadQuery(f"path glob {path_glob!r} matches none of the {len(paths)} indexed files: globs are relative "
+                       "to the repository root, e.g. 'src/**/*.py' (MCP: list_files shows the paths)")
+    return allowed

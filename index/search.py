@@ -22,7 +22,7 @@ import numpy as np
 
 from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
-from index.filescores import FileScores
+from index.filescores import FileScores, glob_mask
 from index.focus import focus
 from index.fusion import rrf, top_k
 from index.history import History, LiveHistory
@@ -49,18 +49,6 @@ MAX_QUERY_BYTES = 64 * 1024  # a whole bug report with its traceback; one limit 
 DEFAULT_MAX_TOKENS = 600
 _CANDIDATES = 100  # per retriever, before fusion and merging
 _STALE_TTL = 2.0  # seconds a staleness count is reused; stat-ing every file per query is wasteful
-
-
-def _glob_mask(gen: Generation, path_glob: str | None) -> np.ndarray | None:
-    if not path_glob:
-        return None
-    import pathspec
-
-    try:
-        spec = pathspec.GitIgnoreSpec.from_lines([path_glob])
-    except (ValueError, TypeError) as exc:
-        raise BadQuery(f"bad path glob {path_glob!r} ({exc}): use a pattern like 'src/**/*.py'") from exc
-    return np.fromiter((spec.match_file(p) for p in gen.paths), dtype=bool, count=len(gen.paths))
 
 
 class Searcher:
@@ -255,7 +243,7 @@ class Searcher:
         self.refresh()
         gen = self._gen
         assert gen is not None
-        allowed = _glob_mask(gen, path_glob)
+        allowed = glob_mask(gen.paths, path_glob)
         load_ms = self._load_embedder(gen) if mode != "lexical" and self._has_vectors(gen) else 0.0
         text = focus(query)  # a long report without its pasted output (index/focus.py)
         scores, near = self._retrieve(gen, text, mode, allowed)
@@ -284,7 +272,7 @@ class Searcher:
         self.refresh()
         gen = self._gen
         assert gen is not None
-        allowed = _glob_mask(gen, path_glob)
+        allowed = glob_mask(gen.paths, path_glob)
         text = focus(query)
         scores, near = self._retrieve(gen, text, "hybrid", allowed)
         ranker = self.ranker if learned else None

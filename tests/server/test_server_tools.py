@@ -84,6 +84,8 @@ def test_search_code_path_glob_keeps_only_matching_paths(server: object) -> None
         ({"query": "x", "mode": "fuzzy"}, "mode='fuzzy' is unknown: use hybrid, lexical or vector"),
         ({"query": "x", "repo": "elsewhere"}, "unknown repo 'elsewhere'"),
         ({"query": "x", "mode": "vector"}, "no vectors"),
+        ({"query": "x", "path_glob": "../**"}, "matches none of the"),
+        ({"query": "x", "path_glob": "["}, "globs are relative to the repository root"),
     ],
 )
 def test_search_code_refuses_bad_arguments_with_a_message_that_says_what_to_change(
