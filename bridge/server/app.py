@@ -90,7 +90,7 @@ def build_server(service: Service) -> Any:
     from mcp.server.mcpserver import MCPServer
 
     from bridge import __version__
-    from bridge.server.tools import register_tools
+    from bridge.server.tools import OneLineErrors, register_tools
 
     names = ", ".join(r.name for r in service.repos.repos)
     audit = AuditMiddleware(service.audit, service.repo_name)
@@ -103,7 +103,7 @@ def build_server(service: Service) -> Any:
             "list_files to browse. Results name `path:start-end`; line numbers are 1-based and inclusive."
         ),
         log_level="WARNING",
-        middleware=[audit],
+        middleware=[audit, OneLineErrors()],
     )
     register_tools(server, service.repos)
     return server

@@ -9,10 +9,11 @@ advertises them. The audit log is written around every call by `audit.AuditMiddl
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -34,7 +35,7 @@ from bridge.server.repos import Repo, RepoSet
 from index.errors import IndexingError
 from index.search import DEFAULT_MAX_TOKENS
 
-__all__ = ["register_tools", "TOOL_NAMES"]
+__all__ = ["OneLineErrors", "register_tools", "TOOL_NAMES"]
 
 TOOL_NAMES = ("search_code", "read_file", "list_files", "outline", "index_status", "refresh_index", "list_repos")
 
@@ -62,6 +63,37 @@ def _answer(work: Callable[[], Outcome]) -> CallToolResult:
     except (IndexingError, BridgeError) as exc:
         raise ToolError(str(exc)) from None
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
+
+
+_VALIDATION = re.compile(r"^(Error executing tool \w+): \d+ validation errors? for \w+\n(.*)$", re.DOTALL)
+
+
+def one_line_validation(text: str) -> str | None:
+    """The SDK's report of arguments that fail a tool's input schema (pydantic's multi-line dump
+    with a documentation link) as one line: `...: bad arguments: k: Input should be a valid
+    integer; query: Field required: see the tool's input schema`. None for any other text."""
+    found = _VALIDATION.match(text)
+    if found is None:
+        return None
+    problems, where = [], ""
+    for line in found.group(2).splitlines():  # a field's name, then its message indented by 2 (a link by 4)
+        if not line.startswith(" "):
+            where = line.strip()
+        elif where and not line.startswith("    "):
+            problems.append(f"{where}: {line.strip().split(' [type=')[0]}")
+    return f"{found.group(1)}: bad arguments: {'; '.join(problems)}: see the tool's input schema"
+
+
+class OneLineErrors:
+    """SDK middleware: a tools/call whose arguments fail the input schema answers in one line, as
+    every other refusal of this server does; all other results pass unchanged."""
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        result = await call_next(ctx)
+        if ctx.method != "tools/call" or not isinstance(result, dict) or not result.get("isError"):
+            return result  # the SDK hands middleware the wire form: a dict
+        short = one_line_validation(" ".join(str(block.get("text", "")) for block in result.get("content") or ()))
+        return result if short is None else {**result, "content": [{"type": "text", "text": short}]}
 
 
 def register_tools(server: MCPServer, repos: RepoSet) -> None:

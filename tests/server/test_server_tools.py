@@ -96,6 +96,30 @@ def test_search_code_refuses_bad_arguments_with_a_message_that_says_what_to_chan
     assert message in text_of(result)
 
 
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        ({}, "query: Field required"),
+        ({"query": "x", "k": "five"}, "k: Input should be a valid integer"),
+        ({"query": 123}, "query: Input should be a valid string"),
+    ],
+)
+def test_arguments_that_fail_the_input_schema_are_refused_in_one_line(server: object, args: dict, problem: str) -> None:
+    result = call_tool(server, "search_code", args)
+    assert result.is_error
+    text = text_of(result)
+    assert "\n" not in text and problem in text and "pydantic.dev" not in text, text
+    assert text.startswith("Error executing tool search_code: bad arguments: ")
+
+
+def test_a_validation_dump_without_documentation_links_still_reads_as_one_line() -> None:
+    from bridge.server.tools import one_line_validation
+
+    dump = "Error executing tool t: 2 validation errors for tArguments\nq\n  Field required [type=missing]\nk\n  Bad [type=x]"
+    assert one_line_validation(dump) == "Error executing tool t: bad arguments: q: Field required; k: Bad: see the tool's input schema"
+    assert one_line_validation("Error executing tool t: k=0 is out of range") is None
+
+
 def test_a_query_of_exactly_64_kb_is_accepted(server: object) -> None:
     assert not call_tool(server, "search_code", {"query": "a" * 65536}).is_error
 
