@@ -24,7 +24,7 @@ from index.types import Discovery, Selection, SourceFile
 
 __all__ = [
     "LOCK_FILES", "SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path",
-    "stat_signature",
+    "skipped_by_name", "stat_signature",
 ]
 
 # gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
@@ -165,6 +165,20 @@ def list_candidate_paths(
     base = _real_root(root)
     rules = _rules(root, base, selection, exclude_dirs)
     return [candidate.path for candidate in _select(base, rules, Counter())]
+
+
+def skipped_by_name(root: Path, selection: Selection = Selection(), reasons: Container[str] = ("secret", "lock_file")
+                    ) -> dict[str, list[str]]:
+    """reason -> the paths the name rules skip for it (those a user may want back with --include),
+    from one more listing: names only, no file is opened."""
+    base = _real_root(root)
+    rules = _rules(root, base, selection, ())
+    listed = git_files(base)
+    found: dict[str, list[str]] = {}
+    for rel in sorted(set(listed if listed is not None else walk(base, (), Counter()))):
+        if (reason := rules.reason(rel)) in reasons:
+            found.setdefault(str(reason), []).append(rel)
+    return found
 
 
 def stat_signature(root: Path, path: str) -> tuple[int, int] | None:

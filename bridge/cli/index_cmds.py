@@ -83,10 +83,11 @@ def index_cmd(
     with ProgressBars(enabled=not json_out) as bars:
         report = build_index(root, where, options, bars)
         fill = None if no_vectors else fill_vectors(where, bars)
+    names = _skipped_names(root, options, report)
     if json_out and not watch:
-        emit_json({"build": report, "vectors": fill})
+        emit_json({"build": report, "vectors": fill, "skipped_by_name": names})
     elif not json_out:
-        _print_report(report, fill)
+        _print_report(report, fill, names)
     if watch:
         from index.build import BuildReport
         from index.fill import FillReport
@@ -131,7 +132,16 @@ def _embedder_spec(spec: str) -> str:
     return str(folder.resolve())
 
 
-def _print_report(report: BuildReport, fill: FillReport | None) -> None:
+def _skipped_names(root: Path, options: BuildOptions, report: BuildReport) -> dict[str, list[str]]:
+    """The secrets and lock files the build skipped, by name, when it skipped any."""
+    from index.discover import skipped_by_name
+
+    if not (report.skipped.get("secret") or report.skipped.get("lock_file")):
+        return {}
+    return skipped_by_name(root, options.selection)
+
+
+def _print_report(report: BuildReport, fill: FillReport | None, names: dict[str, list[str]] | None = None) -> None:
     from bridge.server.render import counted
 
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(report.skipped.items()) if n) or "none"
@@ -142,6 +152,9 @@ def _print_report(report: BuildReport, fill: FillReport | None) -> None:
         )
     else:
         console.print(f"index is up to date: {counted(report.files, 'file')}, {counted(report.chunks, 'chunk')}")
+    for reason, paths in (names or {}).items():
+        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        console.print(f"skipped as {reason.replace('_', ' ')}: {shown} (`--include PATTERN` indexes one)")
     if report.invalid_utf8:
         console.print(f"{report.invalid_utf8} files had invalid UTF-8 (decoded with replacement)")
     console.print(_history_built(report.history))

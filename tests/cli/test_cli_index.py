@@ -99,6 +99,16 @@ def test_index_says_what_it_did_with_the_history(tmp_path: Path) -> None:
     assert data["build"]["history"]["commits"] == 3 and data["build"]["history"]["new_commits"] == 0
 
 
+def test_index_names_the_secrets_and_lock_files_it_skipped(repo: Path, tmp_path: Path) -> None:
+    (repo / "uv.lock").write_text("[[package]]\n")
+    (repo / ".env").write_text("TOKEN=1\n")
+    idx = str(tmp_path / "idx")
+    shown = bridge("index", str(repo), "--index-dir", idx, "--no-vectors").stderr
+    assert "skipped as lock file: uv.lock" in shown and "skipped as secret: .env" in shown
+    data = json.loads(bridge("index", str(repo), "--index-dir", idx, "--no-vectors", "--json").stdout)
+    assert data["skipped_by_name"] == {"lock_file": ["uv.lock"], "secret": [".env"]}
+
+
 def test_a_budget_too_small_for_any_hit_says_to_raise_it(repo: Path, tmp_path: Path) -> None:
     idx = str(tmp_path / "idx")
     bridge("index", str(repo), "--index-dir", idx, "--no-vectors")
