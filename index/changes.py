@@ -10,9 +10,10 @@ a delta re-index (index/delta.py) takes the changed files the first pass already
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from index.delta import in_base
 from index.discover import Listing, iter_files, iter_listed
@@ -23,7 +24,7 @@ from index.store import ChunkTable, FileEntry, IndexDir, Manifest
 from index.types import Selection, SourceFile
 
 __all__ = ["Listed", "Previous", "fingerprints", "ids_in_range", "invalid_count", "plan", "previous_generation",
-           "selection_json", "unchanged"]
+           "selection_from_json", "selection_json", "unchanged"]
 
 _RACY_NS = 2_000_000_000  # a file changed this close before a scan is read again by the next one
 # Text of changed files the first pass keeps for a delta re-index, so it need not walk the tree
@@ -87,6 +88,17 @@ def invalid_count(listed: list[Listed]) -> int:
 
 def selection_json(selection: Selection) -> dict[str, object]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(selection).items()}
+
+
+def selection_from_json(sel: Mapping[str, Any]) -> Selection:
+    """The Selection a manifest recorded with `selection_json` (defaults for what it lacks)."""
+    default = Selection()
+    return Selection(
+        max_file_bytes=int(sel.get("max_file_bytes", default.max_file_bytes)),
+        exclude=tuple(sel.get("exclude", ())),
+        include=tuple(sel.get("include", ())),
+        skip_secrets=bool(sel.get("skip_secrets", True)),
+    )
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from index.types import Discovery, Selection, SourceFile
 
 __all__ = [
     "LOCK_FILES", "SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path",
-    "skipped_by_name", "stat_signature",
+    "skipped_by_name", "stat_signature", "unindexed_paths",
 ]
 
 # gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
@@ -165,6 +165,16 @@ def list_candidate_paths(
     base = _real_root(root)
     rules = _rules(root, base, selection, exclude_dirs)
     return [candidate.path for candidate in _select(base, rules, Counter())]
+
+
+def unindexed_paths(
+    root: Path, selection: Selection, indexed: Container[str], exclude_dirs: tuple[Path, ...] = ()
+) -> list[str]:
+    """Selected text files on disk that `indexed` lacks: files added since the build (names and
+    stat decide; only those new candidates are sniffed for binary content)."""
+    base = _real_root(root)
+    rules = _rules(root, base, selection, exclude_dirs)
+    return [c.path for c in _select(base, rules, Counter()) if c.path not in indexed and not _sniff_binary(c.real)]
 
 
 def skipped_by_name(root: Path, selection: Selection = Selection(), reasons: Container[str] = ("secret", "lock_file")

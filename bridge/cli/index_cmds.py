@@ -249,12 +249,16 @@ def status_cmd(
         "invalid_utf8": manifest.stats.get("invalid_utf8", 0),
         "format_version": manifest.format_version,
         "history": _history_status(searcher),
+        "new_files": None if milvus_uri else _new_files(searcher),
     }
     if json_out:
         emit_json(data)
         return
     console.print(f"repository: {info.root}\nindex: {where}")
     console.print(f"{info.files} files, {info.chunks} chunks; {_freshness(info)}")
+    if data["new_files"]:
+        n = data["new_files"]
+        console.print(f"{n} new {'file' if n == 1 else 'files'} on disk not indexed yet: run `bridge index {info.root}`")
     console.print(f"embedder: {manifest.embedder or 'none (lexical only)'}; embedded {data['embedded_fraction']:.0%}")
     console.print(_history_line(data["history"], manifest.embedder is not None))
 
@@ -265,6 +269,21 @@ def _history_built(history: HistoryReport | None) -> str:
     if history.head is None:
         return "history: none (not a git repository)"
     return f"history: {history.commits} past commits ({history.new_commits} new)"
+
+
+def _new_files(searcher: Searcher) -> int | None:
+    """How many selected text files on disk the index lacks (added since the build); None when
+    the repository folder is gone."""
+    from index.changes import selection_from_json
+    from index.discover import unindexed_paths
+    from index.errors import IndexingError
+
+    manifest = searcher.manifest
+    try:
+        return len(unindexed_paths(Path(manifest.root), selection_from_json(manifest.selection), manifest.files,
+                                   (Path(searcher.store.location),)))
+    except IndexingError:
+        return None
 
 
 def _history_status(searcher: Searcher) -> dict[str, object] | None:

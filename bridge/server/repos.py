@@ -13,11 +13,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from bridge.errors import ServeError, ToolInputError
 from bridge.server.memory import limit_arenas, trim
 from index.build import BuildOptions, BuildReport, build_index
+from index.changes import selection_from_json
 from index.discover import resolve_path
 from index.errors import IndexingError
 from index.milvus import MilvusStore, build_milvus
@@ -58,14 +58,7 @@ class RepoStatus:
 
 def options_from_manifest(manifest: Manifest) -> BuildOptions:
     """The build settings an existing index was made with, so a re-index keeps them."""
-    sel: dict[str, Any] = dict(manifest.selection)
-    default = Selection()
-    selection = Selection(
-        max_file_bytes=int(sel.get("max_file_bytes", default.max_file_bytes)),
-        exclude=tuple(sel.get("exclude", ())),
-        include=tuple(sel.get("include", ())),
-        skip_secrets=bool(sel.get("skip_secrets", True)),
-    )
+    selection = selection_from_json(manifest.selection)
     chunking = manifest.chunking
     defaults = BuildOptions()
     return BuildOptions(

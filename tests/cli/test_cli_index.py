@@ -109,6 +109,17 @@ def test_index_names_the_secrets_and_lock_files_it_skipped(repo: Path, tmp_path:
     assert data["skipped_by_name"] == {"lock_file": ["uv.lock"], "secret": [".env"]}
 
 
+def test_status_counts_text_files_added_since_the_build_and_names_the_command(repo: Path, tmp_path: Path) -> None:
+    idx = str(tmp_path / "idx")
+    bridge("index", str(repo), "--index-dir", idx, "--no-vectors")
+    assert json.loads(bridge("status", "--index-dir", idx, "--json").stdout)["new_files"] == 0
+    (repo / "src" / "added.py").write_text("def added():\n    return 1\n")
+    (repo / "src" / "logo.bin").write_bytes(b"\x00\x01" * 50)
+    assert json.loads(bridge("status", "--index-dir", idx, "--json").stdout)["new_files"] == 1
+    assert f"1 new file on disk not indexed yet: run `bridge index {repo.resolve()}`" in bridge(
+        "status", "--index-dir", idx).stderr
+
+
 def test_a_budget_too_small_for_any_hit_says_to_raise_it(repo: Path, tmp_path: Path) -> None:
     idx = str(tmp_path / "idx")
     bridge("index", str(repo), "--index-dir", idx, "--no-vectors")
