@@ -187,12 +187,12 @@ def search_cmd(
     query = read_query(query)
     searcher = _searcher(repo, index_dir, milvus_uri, milvus_token_env)
     result = searcher.search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob)
-    from bridge.server.models import SearchCodeResult
     from bridge.server.render import counted, no_word_in_common
 
-    wire = SearchCodeResult.from_result(result)
     if json_out:
-        emit_json(wire)
+        from bridge.server.models import SearchCodeResult
+
+        emit_json(SearchCodeResult.from_result(result))
         return
     for n, hit in enumerate(result.hits, 1):
         ranks = f"lexical #{hit.lexical_rank or '-'}, vector #{hit.vector_rank or '-'}"
@@ -207,7 +207,7 @@ def search_cmd(
     note = " (last hit cut to fit --max-tokens)" if result.truncated else ""
     load = f" (+{result.load_ms:.0f} ms loading the query model)" if result.load_ms else ""
     console.print(f"{counted(len(result.hits), 'hit')} in {result.took_ms:.1f} ms{load}{note}; {_freshness(result.index)}")
-    if no_word_in_common(wire):
+    if no_word_in_common(result):
         console.print("No hit shares a word with the query: these are nearest by meaning only.")
 
 

@@ -7,17 +7,20 @@ Code is fenced with more backticks than it contains, so a Markdown file cannot b
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from bridge.server.models import (
-    IndexInfoModel,
-    IndexStatusResult,
-    ListFilesResult,
-    ListReposResult,
-    OutlineResult,
-    ReadFileResult,
-    RefreshIndexResult,
-    SearchCodeResult,
-)
+if TYPE_CHECKING:  # the models (pydantic) load only where a result is made: `bridge search` prints without them
+    from bridge.server.models import (
+        IndexInfoModel,
+        IndexStatusResult,
+        ListFilesResult,
+        ListReposResult,
+        OutlineResult,
+        ReadFileResult,
+        RefreshIndexResult,
+        SearchCodeResult,
+    )
+    from index.types import SearchResult
 
 __all__ = [
     "counted",
@@ -54,7 +57,7 @@ def echo(query: str, keep: int = 120) -> str:
     return first[:keep] + ("…" if len(first) > keep or first != stripped else "")
 
 
-def no_word_in_common(result: SearchCodeResult) -> bool:
+def no_word_in_common(result: SearchCodeResult | SearchResult) -> bool:
     """True when no hit shares a word with the query: they are nearest by meaning only."""
     return result.mode != "vector" and bool(result.hits) and all(h.lexical_rank is None for h in result.hits)
 
@@ -117,6 +120,8 @@ def render_outline(result: OutlineResult) -> str:
 
 
 def render_status(result: IndexStatusResult) -> str:
+    from bridge.server.models import IndexInfoModel
+
     info = IndexInfoModel(
         root=result.root, files=result.files, chunks=result.chunks, embedded_chunks=result.embedded_chunks,
         built_at=result.built_at, stale_files=result.stale_files,
