@@ -260,7 +260,7 @@ def status_cmd(
         n = data["new_files"]
         console.print(f"{n} new {'file' if n == 1 else 'files'} on disk not indexed yet: run `bridge index {info.root}`")
     console.print(f"embedder: {manifest.embedder or 'none (lexical only)'}; embedded {data['embedded_fraction']:.0%}")
-    console.print(_history_line(data["history"], manifest.embedder is not None))
+    console.print(_history_line(data["history"], manifest.embedder is not None, info.root))
 
 
 def _history_built(history: HistoryReport | None) -> str:
@@ -293,9 +293,13 @@ def _history_status(searcher: Searcher) -> dict[str, object] | None:
     return {"commits": len(history.commits), "subjects_embedded": history.subjects is not None}
 
 
-def _history_line(history: dict[str, object] | None, embedded: bool) -> str:
+def _history_line(history: dict[str, object] | None, embedded: bool, root: str = "") -> str:
     if history is None:
-        return "history: none (not a git repository, or indexed with --no-history)"
+        from index.git_log import git_location
+
+        if root and git_location(Path(root)) is not None:
+            return "history: off (indexed with --no-history; a plain `bridge index` indexes it again)"
+        return "history: none (not a git repository)"
     line = f"history: {history['commits']} past commits"
     if embedded and not history["subjects_embedded"]:
         line += "; their subjects are not embedded yet (`bridge index` embeds them)"

@@ -58,7 +58,9 @@ def test_status_tells_how_many_past_commits_the_index_holds_and_whether_their_su
     plain = str(tmp_path / "plain")
     bridge("index", str(repo), "--index-dir", plain, "--no-vectors")
     assert json.loads(bridge("status", "--index-dir", plain, "--json").stdout)["history"] is None
-    assert "history: none" in bridge("status", "--index-dir", plain).stderr
+    assert "history: none (not a git repository)" in bridge("status", "--index-dir", plain).stderr
+    bridge("index", str(git_repo), "--index-dir", idx, "--no-vectors", "--no-history")
+    assert "history: off (indexed with --no-history" in bridge("status", "--index-dir", idx).stderr
 
 
 @pytest.mark.parametrize(
