@@ -156,7 +156,10 @@ def _cut(hit: Hit, budget: int, count: Callable[[str], int]) -> Hit | None:
 def marked_stale(hits: list[Hit], root: Path, built: Mapping[str, FileEntry]) -> list[Hit]:
     """Hits whose file's size or mtime on disk is no longer the indexed one (`built`: the
     manifest's files) say so in their evidence: the text is what was indexed, and the lines on disk
-    may differ (one stat per hit)."""
+    may differ (one stat per hit). A reader on another machine than the build's (an index on Milvus)
+    has no such folder and marks nothing."""
+    if not root.is_dir():
+        return hits
     out = []
     for hit in hits:
         entry = built.get(hit.path)
