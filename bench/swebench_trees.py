@@ -54,7 +54,7 @@ EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
 # The modules whose code decides what an index holds (not how it is searched or watched).
 # The modules (index/NAME.py) and packages (index/NAME/) whose code decides what an index holds.
 _CONTENT_MODULES = (
-    "discover", "ignore", "languages", "syntax", "chunk", "tokenize", "lexical", "postings", "embed", "vector",
+    "discover", "name_rules", "ignore", "languages", "syntax", "chunk", "tokenize", "lexical", "postings", "embed", "vector",
     "store", "segments", "changes", "delta", "build", "fill",
 )
 

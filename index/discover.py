@@ -1,9 +1,9 @@
 """Which files of a repository are indexed (and may be read through the server).
 
 Inside a git work tree the candidates are exactly what git would track; elsewhere a walk applies
-the .gitignore files with git's rules (both in index/ignore.py). Binaries, big files, likely secrets, dependency
-lock files, the index's own directory and anything that leaves the root through a symlink are then dropped and
-counted.
+the .gitignore files with git's rules (both in index/ignore.py). Names that must stay out (likely secrets,
+dependency lock files, the index's own directory: index/name_rules.py), binaries, big files and anything that
+leaves the root through a symlink are then dropped and counted.
 """
 
 from __future__ import annotations
@@ -18,35 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from index.errors import NotARepository, PathNotAllowed
-from index.ignore import Matcher, git_files, is_listed, matcher, walk
+from index.ignore import git_files, is_listed, matcher, walk
 from index.languages import language_for
+from index.name_rules import CONTROL, LOCK_FILES, SECRET_PATTERNS, NameRules, in_git_dir, name_problem, under_any
 from index.types import Discovery, Selection, SourceFile
 
 __all__ = [
-    "LOCK_FILES", "SECRET_PATTERNS", "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path",
-    "skipped_by_name", "stat_signature", "unindexed_paths",
+    "Listing", "discover", "iter_files", "iter_listed", "list_candidate_paths", "resolve_path", "skipped_by_name",
+    "stat_signature", "unindexed_paths",
 ]
-
-# gitignore-style; Selection.include overrides them, Selection.skip_secrets turns them off.
-SECRET_PATTERNS: tuple[str, ...] = (
-    ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "*.keystore", "*.jks", "*.ppk", "*.kdbx",
-    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "credentials*", ".git-credentials",
-    ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".htpasswd",
-)  # fmt: skip
-
-# Machine-written dependency pins, gitignore-style; Selection.include overrides them. They are long
-# lists of package names and hashes that compete with the code for every question: flask's
-# uv.lock (310 KB) was 1,270 of its 3,264 chunks and a top-2 hit for `url_for` in vector mode.
-LOCK_FILES: tuple[str, ...] = (
-    "uv.lock", "poetry.lock", "pdm.lock", "Pipfile.lock", "pixi.lock", "Cargo.lock", "Gemfile.lock",
-    "composer.lock", "flake.lock", "mix.lock", "Podfile.lock", "pubspec.lock", "yarn.lock", "bun.lock",
-    "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "packages.lock.json", "gradle.lockfile",
-    "conda-lock.yml", "go.sum",
-)  # fmt: skip
 
 _SNIFF_BYTES = 8192  # git's own binary heuristic looks at the same window
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # exactly Unicode's category Cc
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 _REFUSALS: dict[str, str] = {
@@ -68,30 +51,6 @@ _REFUSALS: dict[str, str] = {
     "undecodable_name": "has a name that is not valid UTF-8: rename the file",
     "control_name": "has control characters in its name: rename the file",
 }
-
-@dataclass(frozen=True, slots=True)
-class _Rules:
-    """The name-only rules of a Selection, for paths relative to the real root."""
-
-    secrets: Matcher | None
-    lock_files: Matcher | None
-    include: Matcher | None
-    exclude: Matcher | None
-    index_dirs: tuple[str, ...]
-    max_bytes: int
-
-    def reason(self, rel: str) -> str | None:
-        if _in_git_dir(rel):
-            return "git_dir"
-        if _under_any(rel, self.index_dirs):
-            return "index_dir"
-        for reason, rule in (("secret", self.secrets), ("lock_file", self.lock_files)):
-            if rule is not None and rule.match_file(rel) and (self.include is None or not self.include.match_file(rel)):
-                return reason
-        if self.exclude is not None and self.exclude.match_file(rel):
-            return "excluded"
-        return None
-
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:
@@ -213,7 +172,7 @@ def resolve_path(
     base = _real_root(root)
     rel = _normalise(user_path)
     rules = _rules(root, base, selection, exclude_dirs)
-    reason = _name_problem(rel) or rules.reason(rel) or _symlinked_parent(base, rel)
+    reason = name_problem(rel) or rules.reason(rel) or _symlinked_parent(base, rel)
     if reason is None:
         checked = _check(base, rel, rules)
         if isinstance(checked, str):
@@ -233,14 +192,14 @@ def _real_root(root: Path) -> str:
     return os.path.realpath(root)
 
 
-def _rules(root: Path, base: str, selection: Selection, exclude_dirs: tuple[Path, ...]) -> _Rules:
+def _rules(root: Path, base: str, selection: Selection, exclude_dirs: tuple[Path, ...]) -> NameRules:
     index_dirs = []
     for folder in exclude_dirs:
         absolute = folder if Path(folder).is_absolute() else Path(root) / folder
         inside = _inside(base, os.path.realpath(absolute))
         if inside:  # an index dir that *is* the root would exclude everything: ignore it
             index_dirs.append(inside)
-    return _Rules(
+    return NameRules(
         secrets=matcher(SECRET_PATTERNS) if selection.skip_secrets else None,
         lock_files=matcher(LOCK_FILES),
         include=matcher(tuple(selection.include)),
@@ -250,15 +209,15 @@ def _rules(root: Path, base: str, selection: Selection, exclude_dirs: tuple[Path
     )
 
 
-def _select(base: str, rules: _Rules, skipped: Counter[str]) -> list[_Candidate]:
+def _select(base: str, rules: NameRules, skipped: Counter[str]) -> list[_Candidate]:
     listed = git_files(base)
     if listed is None:
         listed = walk(base, rules.index_dirs, skipped)
     chosen = []
     for rel in sorted(set(listed)):
-        if _in_git_dir(rel) or _under_any(rel, rules.index_dirs):
+        if in_git_dir(rel) or under_any(rel, rules.index_dirs):
             continue  # never user files: not worth a count
-        if problem := _name_problem(rel):
+        if problem := name_problem(rel):
             skipped[problem] += 1
             continue
         checked = rules.reason(rel) or _check(base, rel, rules)
@@ -269,7 +228,7 @@ def _select(base: str, rules: _Rules, skipped: Counter[str]) -> list[_Candidate]
     return chosen
 
 
-def _check(base: str, rel: str, rules: _Rules) -> _Candidate | str:
+def _check(base: str, rel: str, rules: NameRules) -> _Candidate | str:
     """The file to open for `rel`, or the reason to skip it, from lstat/stat alone."""
     path = os.path.join(base, rel)
     try:
@@ -351,7 +310,7 @@ def _normalise(user_path: str) -> str:
     parts = [part for part in slashed.split("/") if part not in ("", ".")]
     if not user_path.strip():
         problem = "is empty: pass a file path relative to the repository root"
-    elif _CONTROL.search(user_path):
+    elif CONTROL.search(user_path):
         problem = "contains control characters: pass a plain path relative to the repository root"
     elif slashed.startswith("/") or _DRIVE.match(slashed):
         problem = "is absolute: pass a path relative to the repository root"
@@ -398,24 +357,3 @@ def _inside(base: str, real: str) -> str | None:
     if not real.startswith(prefix):
         return None
     return real[len(prefix) :].replace(os.sep, "/")
-
-
-def _in_git_dir(rel: str) -> bool:
-    # Asked twice for every listed file: the substring test first spares the split almost always.
-    lower = rel.lower()
-    return ".git" in lower and ".git" in lower.split("/")
-
-
-def _under_any(rel: str, folders: tuple[str, ...]) -> bool:
-    return any(rel == folder or rel.startswith(folder + "/") for folder in folders)
-
-
-def _name_problem(rel: str) -> str | None:
-    """Why a name cannot be served: read_file refuses these names, so the index must skip them too."""
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:  # surrogate-escaped bytes from a non-UTF-8 file name
-        return "undecodable_name"
-    if _CONTROL.search(rel):
-        return "control_name"  # a newline in a name could forge lines of a tool's text answer
-    return None

@@ -11,10 +11,11 @@ import pytest
 from pathspec import GitIgnoreSpec
 
 import index.discover as discover_module
-from index.discover import SECRET_PATTERNS, discover, list_candidate_paths, resolve_path, stat_signature
+from index.discover import discover, list_candidate_paths, resolve_path, stat_signature
 from index.errors import NotARepository, PathNotAllowed
 from index.ignore import any_of, matcher
 from index.languages import language_for
+from index.name_rules import SECRET_PATTERNS
 from index.types import Selection
 
 
