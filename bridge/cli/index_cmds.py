@@ -194,6 +194,8 @@ def search_cmd(
 
         emit_json(SearchCodeResult.from_result(result))
         return
+    if result.truncated and not result.hits:
+        fail(f"no hit fits in --max-tokens {max_tokens}: raise it (a hit is a few dozen tokens at least)")
     for n, hit in enumerate(result.hits, 1):
         ranks = f"lexical #{hit.lexical_rank or '-'}, vector #{hit.vector_rank or '-'}"
         symbol = f"  {hit.symbol}" if hit.symbol else ""
@@ -202,8 +204,6 @@ def search_cmd(
             console.print(f"  {line}", markup=False, highlight=False)
         console.print(hit.text, markup=False, highlight=False)
         console.print()
-    if result.truncated and not result.hits:
-        fail(f"no hit fits in --max-tokens {max_tokens}: raise it (a hit is a few dozen tokens at least)")
     note = " (last hit cut to fit --max-tokens)" if result.truncated else ""
     load = f" (+{result.load_ms:.0f} ms loading the query model)" if result.load_ms else ""
     console.print(f"{counted(len(result.hits), 'hit')} in {result.took_ms:.1f} ms{load}{note}; {_freshness(result.index)}")
@@ -263,11 +263,14 @@ def status_cmd(
     console.print(_history_line(data["history"], manifest.embedder is not None, info.root))
 
 
+_NOT_GIT = "history: none (not a git repository)"
+
+
 def _history_built(history: HistoryReport | None) -> str:
     if history is None:
         return "history: off (--no-history); a plain `bridge index` indexes it again"
     if history.head is None:
-        return "history: none (not a git repository)"
+        return _NOT_GIT
     return f"history: {history.commits} past commits ({history.new_commits} new)"
 
 
@@ -299,7 +302,7 @@ def _history_line(history: dict[str, object] | None, embedded: bool, root: str =
 
         if root and git_location(Path(root)) is not None:
             return "history: off (indexed with --no-history; a plain `bridge index` indexes it again)"
-        return "history: none (not a git repository)"
+        return _NOT_GIT
     line = f"history: {history['commits']} past commits"
     if embedded and not history["subjects_embedded"]:
         line += "; their subjects are not embedded yet (`bridge index` embeds them)"
