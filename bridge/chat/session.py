@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bridge.chat.answers import MIN_WORDS, Answer, LoopGuard, Span, check_citations, finish_answer
 from bridge.chat.budget import Plan, Snippet, check_fixed, kv_limit, plan_prompt
+from bridge.chat.condense import Condensed, condense
 from bridge.chat.prompt import build_messages, render_question, system_prompt
 from bridge.chat.retrieval import Retrieval, Retriever
 from bridge.chat.settings import Settings
@@ -52,6 +53,7 @@ class Turn:
     total_ms: float
     checked: Answer  # the model's text checked for loops and citations; `answer` is checked.text
     picked: str | None = None  # the Sources line the model picked under a grammar, when it cited nothing
+    condensed: Condensed | None = None  # what the model read instead of a report too long for the context
 
 
 def pick_sources(runtime: Runtime, messages: Sequence[Message], text: str, spans: Sequence[Span]) -> str | None:
@@ -117,11 +119,22 @@ class ChatSession:
         self._system = system_prompt()
         self.decoding: Decoding = decoding_for(runtime.info.model)
 
+    def _limit(self) -> int:
+        return kv_limit(self.runtime.info.n_ctx, self.kv_bytes_per_token, self.settings.kv_budget)
+
+    def _condensed(self, question: str) -> Condensed | None:
+        """A report that would leave the retrieved code less than its snippet budget, condensed
+        (bridge/chat/condense.py); None for a question that leaves it (or is one line)."""
+        s, count, overhead = self.settings, self.runtime.count_tokens, self.runtime.template_overhead()
+        room = (self._limit() - s.answer_reserve - s.snippet_tokens - count(self._system)
+                - 2 * overhead.per_message - overhead.fixed)
+        return condense(question, lambda text: count(render_question(text)) <= room)
+
     def _check_fixed(self, question: str) -> None:
         s = self.settings
         check_fixed(
             n_ctx=self.runtime.info.n_ctx,
-            limit=kv_limit(self.runtime.info.n_ctx, self.kv_bytes_per_token, s.kv_budget),
+            limit=self._limit(),
             answer_reserve=s.answer_reserve,
             system=self._system,
             question=render_question(question),
@@ -151,7 +164,9 @@ class ChatSession:
         if not question:
             raise ChatError("the question is empty: ask something about the repository")
         start = time.perf_counter()
-        self._check_fixed(question)  # a question too long for the context fails here, before any search
+        condensed = self._condensed(question)
+        asked = condensed.text if condensed is not None else question  # what the model reads
+        self._check_fixed(asked)  # a question too long for the context fails here, before any search
         retrieval = Retrieval((), 0.0)
         # A turn of punctuation alone ("?") has nothing to search for; the model answers from the turns so far.
         if self.settings.snippet_tokens > 0 and any(ch.isalnum() for ch in question):
@@ -159,7 +174,10 @@ class ChatSession:
             retrieval = self.retriever.search(
                 query, k=self.settings.k, max_tokens=self.settings.snippet_tokens, mode=self.settings.mode
             )
-        plan = self._plan(question, retrieval.snippets)
+        plan = self._plan(asked, retrieval.snippets)
+        if condensed is not None:
+            told = condensed.notice(self.runtime.count_tokens(question), self.runtime.count_tokens(asked))
+            plan = replace(plan, notice="; ".join(n for n in (told, plan.notice) if n))
         if on_plan is not None:
             on_plan(plan)
         first: list[float] = []
@@ -190,7 +208,7 @@ class ChatSession:
         end = time.perf_counter()  # the grammar-picked Sources line is part of the answer's time
         # An unusable reply stays out of the history: the model would copy it, or the snippet shown instead.
         remembered = checked.text if checked.usable else "I could not answer that from the retrieved code."
-        self.history += [Message("user", question), Message("assistant", remembered)]
+        self.history += [Message("user", asked), Message("assistant", remembered)]
         turn = Turn(
             question=question,
             answer=checked.text,
@@ -203,6 +221,7 @@ class ChatSession:
             total_ms=(end - start) * 1000,
             checked=checked,
             picked=picked,
+            condensed=condensed,
         )
         self.last = turn
         return turn
@@ -227,6 +246,7 @@ def ask_report(turn: Turn, runtime: Runtime) -> dict[str, Any]:
             "cache_type": info.cache_type,
         },
         "budget": turn.plan.budget_dict(),
+        "notice": turn.plan.notice,
         "checks": {
             "looped": turn.checked.looped,
             "usable": turn.checked.usable,

@@ -168,6 +168,46 @@ def test_a_pasted_report_over_4_kb_is_searched_whole() -> None:
     assert len(spy.queries[0].encode("utf-8")) == 6000
 
 
+REPORT = "\n".join([
+    "parse_config drops the last key of server.ini",
+    "Steps: call `parse_config('server.ini')` and read the result.",
+    *(f"somepackage{i}    1.{i}.0" for i in range(60)),  # a pasted `pip list`
+    "Expected every key; got all but the last.",
+])
+
+
+def test_a_report_too_long_for_the_context_is_condensed_for_the_model_and_searched_whole() -> None:
+    spy, runtime = SpyRetriever(), FakeRuntime(n_ctx=400)
+    chat = session(spy, runtime, answer_reserve=100, snippet_tokens=60)
+    turn = chat.ask(REPORT)
+    assert spy.queries == [REPORT]  # the search read every line
+    asked = runtime.calls[0][0][-1].content
+    assert "parse_config drops the last key" in asked and "Expected every key" in asked
+    assert "somepackage" not in asked
+    assert turn.condensed is not None and turn.condensed.dropped == {"packages": 60}
+    assert turn.plan.notice is not None and "60 lines of package list" in turn.plan.notice
+    assert chat.history[0].content == turn.condensed.text  # later turns see what the model saw
+
+
+def test_a_report_still_too_long_after_focusing_keeps_its_first_lines_and_says_how_many_were_cut() -> None:
+    report = "\n".join(["retry gives up too early", *(f"step {i}: call retry with attempts {i}" for i in range(200))])
+    runtime = FakeRuntime(n_ctx=600)
+    turn = session(SpyRetriever(), runtime, answer_reserve=100, snippet_tokens=60).ask(report)
+    assert turn.condensed is not None and turn.condensed.cut_lines > 0
+    asked = runtime.calls[0][0][-1].content
+    assert asked.count("step ") == 200 - turn.condensed.cut_lines
+    assert f"{turn.condensed.cut_lines} more lines of the report left out" in asked
+    assert "step 0:" in asked and "step 199:" not in asked
+    assert turn.plan.prompt_tokens + 100 <= 600  # it fits, with the reserve
+    assert f"its last {turn.condensed.cut_lines} lines" in (turn.plan.notice or "")
+
+
+def test_a_report_that_fits_beside_the_snippet_budget_is_read_as_written() -> None:
+    runtime = FakeRuntime(n_ctx=2048)
+    turn = session(SpyRetriever(), runtime).ask(REPORT)
+    assert turn.condensed is None and "somepackage59" in runtime.calls[0][0][-1].content
+
+
 def test_a_kv_budget_caps_the_prompt_and_is_reported(retriever: McpRetriever) -> None:
     budget = 23_040 * 700  # 700 tokens of the fake's KV cache
     runtime = FakeRuntime(n_ctx=2048)
@@ -203,7 +243,8 @@ def test_an_empty_question_is_refused() -> None:
 def test_the_ask_report_has_exactly_the_documented_shape(retriever: McpRetriever) -> None:
     runtime = FakeRuntime()
     report = ask_report(session(retriever, runtime).ask("parse_config"), runtime)
-    assert set(report) == {"answer", "sources", "model", "budget", "timings", "checks"}
+    assert set(report) == {"answer", "sources", "model", "budget", "notice", "timings", "checks"}
+    assert report["notice"] is None
     assert report["checks"] == {"looped": False, "usable": True, "citations": [report["answer"].split()[1]],
                                 "unknown_citations": []}
     assert set(report["sources"][0]) == {"path", "start_line", "end_line", "score"}
