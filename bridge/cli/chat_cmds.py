@@ -254,14 +254,18 @@ def ask_cmd(
         _print_timings(turn)
 
 
-HELP = "/sources: snippets of the last answer; /budget: its token plan; /reset: forget the history; /quit"
+HELP = ('/sources: snippets of the last answer; /budget: its token plan; /reset: forget the history; /quit\n'
+        'A pasted report is one turn (Enter on an empty line sends it); """ opens and closes lines typed by hand.')
 
 
 def _repl(session: Any, show_budget: bool) -> None:
+    from bridge.cli.chat_input import pasted_more, read_turn
+
     on_plan = _on_plan(show_budget)
+    hint = functools.partial(console.print, "\n[dim](pasted: Enter on an empty line sends it)[/]", markup=True)
     while True:
         try:
-            line = console.input("[bold]> [/]").strip()
+            line = read_turn(console.input, pasted_more, hint).strip()
         except EOFError:
             console.print()
             return

@@ -37,7 +37,7 @@ def test_ask_json_prints_exactly_one_report_on_stdout(runtime: FakeRuntime, chat
     result = run("ask", question, "--repo", str(chat_repo), "--json", "--mode", "lexical")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
-    assert set(report) == {"answer", "sources", "model", "budget", "timings", "checks"}
+    assert set(report) == {"answer", "sources", "model", "budget", "notice", "timings", "checks"}
     assert report["sources"][0]["path"] == "src/config.py"
     for source in report["sources"]:
         lines = (chat_repo / source["path"]).read_text().splitlines()

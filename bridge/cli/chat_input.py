@@ -1,0 +1,76 @@
+"""One turn of `bridge chat` from the terminal: a typed line, a pasted report, or a block in \"\"\".
+
+A terminal hands a program its input a line at a time, so a bug report pasted at the prompt used to
+become one turn per line (a 60-line report: 60 answers). Pasted lines arrive together, faster than
+anyone types, so a line with more input already waiting behind it starts a paste: the turn takes
+every line that came with it and then whatever is typed, until an empty line is typed (a blank line
+of the paste was already waiting when it was read). A paste need not end with a newline: the
+terminal hands over its last line with the Enter that the user presses anyway.
+A line of three double quotes opens a block that the next line ending in them closes, for typing
+several lines by hand. Piped input is not a terminal: there each line is a turn, as before.
+"""
+
+from __future__ import annotations
+
+import select
+import sys
+from collections.abc import Callable
+
+__all__ = ["BLOCK", "PASTE_WAIT_S", "pasted_more", "read_turn"]
+
+BLOCK = '"""'
+PASTE_WAIT_S = 0.03  # the rest of a paste is in the terminal's buffer within this; no one types a line so fast
+
+Read = Callable[[str], str]  # prompt -> line without its newline; EOFError at end of input
+
+
+def read_turn(read: Read, waiting: Callable[[], bool], on_paste: Callable[[], None] = lambda: None) -> str:
+    """The text of one turn (EOFError when the input ends before a turn starts). `waiting` says
+    whether more input is already there; `on_paste` is called once a paste has been taken in,
+    to tell the user how to send it."""
+    first = read("> ")
+    if first.strip().startswith(BLOCK):
+        return _block(first.strip()[len(BLOCK):], read)
+    if not waiting():
+        return first
+    lines = [first]
+    told = False
+    while True:
+        pasted = waiting()  # this line was there before we asked: part of the paste
+        if not pasted and not told:
+            on_paste()
+            told = True
+        try:
+            line = read("")
+        except EOFError:
+            break
+        if not line.strip() and not pasted:
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _block(opening: str, read: Read) -> str:
+    if opening.rstrip().endswith(BLOCK):  # """one line"""
+        return opening.rstrip()[: -len(BLOCK)]
+    lines = [opening] if opening.strip() else []
+    while True:
+        try:
+            line = read("... ")
+        except EOFError:
+            break
+        if line.rstrip().endswith(BLOCK):
+            last = line.rstrip()[: -len(BLOCK)]
+            if last.strip():
+                lines.append(last)
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def pasted_more() -> bool:
+    """True when standard input is a terminal with more input already waiting."""
+    if not sys.stdin.isatty():
+        return False
+    ready, _, _ = select.select([sys.stdin], [], [], PASTE_WAIT_S)
+    return bool(ready)
