@@ -5,7 +5,8 @@ become one turn per line (a 60-line report: 60 answers). Pasted lines arrive tog
 anyone types, so a line with more input already waiting behind it starts a paste: the turn takes
 every line that came with it and then whatever is typed, until an empty line is typed (a blank line
 of the paste was already waiting when it was read). A paste need not end with a newline: the
-terminal hands over its last line with the Enter that the user presses anyway.
+terminal hands over its last line with the Enter that the user presses anyway (but a paste of two
+lines whose second is unfinished is seen as one typed line: nothing is waiting behind the first).
 A line of three double quotes opens a block that the next line ending in them closes, for typing
 several lines by hand. Piped input is not a terminal: there each line is a turn, as before.
 """
