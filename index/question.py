@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["QueryClues", "extract_clues", "title_of", "traceback_frames"]
+__all__ = ["QueryClues", "as_text", "extract_clues", "title_of", "traceback_frames"]
 
 # A path is looked for only at the start of each run of path characters: searched anywhere, the
 # pattern backtracks cubically on a long run without a dot (4 KB of one word took 50 s).
@@ -26,7 +26,18 @@ _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\(")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE = re.compile(r"`[^`\n]+`")
 _FRAME = re.compile(r'^\s*File "([^"\n]+)", line \d+, in ([A-Za-z_]\w*)', re.MULTILINE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
+
+
+def as_text(query: str) -> str:
+    """`query` with what is not text replaced by U+FFFD: the lone surrogates that bytes of another
+    encoding (a Latin-1 log, `\xff`) become when read as UTF-8, which no tokenizer accepts."""
+    try:
+        query.encode("utf-8")
+        return query
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", query)
 
 
 @dataclass(frozen=True)

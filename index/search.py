@@ -27,7 +27,7 @@ from index.focus import focus
 from index.fusion import rrf, top_k
 from index.history import History, LiveHistory
 from index.hits import files_first, frame_functions, marked_stale, merge_hits, pack_hits
-from index.question import title_of, traceback_frames
+from index.question import as_text, title_of, traceback_frames
 from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence
 from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
@@ -239,6 +239,7 @@ class Searcher:
     ) -> SearchResult:
         """`mode` is checked here (BadQuery), so callers may pass what a user typed."""
         t0 = time.perf_counter()
+        query = as_text(query)
         mode = _check(query, k, mode, max_tokens, self.max_query_bytes)
         self.refresh()
         gen = self._gen
@@ -268,6 +269,7 @@ class Searcher:
         """Every file with some evidence for `query`, best first, as hybrid search ranks them;
         `weights` per signal of index/rank.py (0 leaves a signal out); `learned=False`: the fused
         order without the second stage."""
+        query = as_text(query)
         _check(query, 1, "hybrid", None, self.max_query_bytes)
         self.refresh()
         gen = self._gen
@@ -285,6 +287,7 @@ class Searcher:
     def file_features(self, query: str) -> tuple[list[str], np.ndarray]:
         """The files the second stage re-orders (best fused first) and their feature rows, for
         training it (bench/train_ranker.py)."""
+        query = as_text(query)
         _check(query, 1, "hybrid", None, self.max_query_bytes)
         self.refresh()
         gen = self._gen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,9 +41,12 @@ _stop_event: Any = None  # in a worker: set by the serving process when it stops
 
 def _worker_init(parent: int, stop: Any) -> None:
     """In a worker: lower priority; never write to stdout (under MCP stdio it is the protocol
-    channel); exit when the serving process is gone instead of lingering with its pipes open."""
+    channel); leave Ctrl-C to the serving process (a terminal sends it to the whole process group,
+    and a worker's KeyboardInterrupt traceback would land in the user's chat); exit when the
+    serving process is gone instead of lingering with its pipes open."""
     global _stop_event
     _stop_event = stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.nice(WORKER_NICENESS)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)

@@ -132,7 +132,7 @@ def _keep_history(
 def _notice(dropped: int, cut: int, total: int, limit: int, snippet_room: int) -> str | None:
     parts = []
     if dropped:
-        parts.append(f"dropped the {dropped} oldest turn(s) of history to fit the {limit}-token context")
+        parts.append(f"dropped the {dropped} oldest message(s) of history to fit the {limit}-token context")
     if cut:
         parts.append(f"left out {cut} of {total} snippet(s) that did not fit the {snippet_room} snippet tokens")
     return "; ".join(parts) or None

@@ -21,6 +21,7 @@ from bridge.chat.settings import Settings
 from bridge.errors import ChatError, ConfigError
 from bridge.llm.gguf import ModelFacts, choose_n_ctx, kv_bytes_per_token, read_gguf
 from bridge.llm.runtime import Decoding, Generation, Message, OnToken, Runtime, decoding_for
+from index.question import as_text
 from index.search import MAX_QUERY_BYTES
 
 __all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime", "pick_sources"]
@@ -160,9 +161,13 @@ class ChatSession:
 
     def ask(self, question: str, on_token: OnToken | None = None, on_plan: OnPlan | None = None) -> Turn:
         """Retrieve, plan and generate one answer; the turn joins the history afterwards."""
-        question = question.strip()
+        question = as_text(question.strip())
         if not question:
             raise ChatError("the question is empty: ask something about the repository")
+        size = len(question.encode("utf-8"))
+        if size > MAX_QUERY_BYTES:
+            raise ChatError(f"the question is {size} bytes, over the {MAX_QUERY_BYTES}-byte "
+                            f"({MAX_QUERY_BYTES // 1024} KB) limit: shorten it")
         start = time.perf_counter()
         condensed = self._condensed(question)
         asked = condensed.text if condensed is not None else question  # what the model reads
@@ -170,9 +175,8 @@ class ChatSession:
         retrieval = Retrieval((), 0.0)
         # A turn of punctuation alone ("?") has nothing to search for; the model answers from the turns so far.
         if self.settings.snippet_tokens > 0 and any(ch.isalnum() for ch in question):
-            query = question.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
             retrieval = self.retriever.search(
-                query, k=self.settings.k, max_tokens=self.settings.snippet_tokens, mode=self.settings.mode
+                question, k=self.settings.k, max_tokens=self.settings.snippet_tokens, mode=self.settings.mode
             )
         plan = self._plan(asked, retrieval.snippets)
         if condensed is not None:

@@ -240,6 +240,8 @@ def ask_cmd(
     from bridge.chat.session import ask_report
 
     question = read_query(question)
+    if not question.strip():  # said before the model loads (seconds), as the session would after
+        fail("the question is empty: ask something about the repository", code=2)
     with _session(repo, index_dir, settings, chat=False, quiet=json_out, milvus_uri=milvus_uri,
                   milvus_token_env=milvus_token_env) as session:
         on_plan = _on_plan_with_gpu(show_budget, session.runtime)
@@ -259,8 +261,9 @@ HELP = ('/sources: snippets of the last answer; /budget: its token plan; /reset:
 
 
 def _repl(session: Any, show_budget: bool) -> None:
-    from bridge.cli.chat_input import pasted_more, read_turn
+    from bridge.cli.chat_input import line_editing, pasted_more, read_turn
 
+    line_editing()
     on_plan = _on_plan(show_budget)
     hint = functools.partial(console.print, "\n[dim](pasted: Enter on an empty line sends it)[/]", markup=True)
     while True:
@@ -269,6 +272,9 @@ def _repl(session: Any, show_budget: bool) -> None:
         except EOFError:
             console.print()
             return
+        except KeyboardInterrupt:
+            console.print("\n(dropped; /quit or Ctrl-D leaves)")
+            continue
         if not line:
             continue
         if line in ("/quit", "/exit", "/q"):
@@ -280,6 +286,8 @@ def _repl(session: Any, show_budget: bool) -> None:
             _print_sources(last)
         elif line == "/budget":
             console.print(_plan_text(last.plan))
+            if last.plan.notice:
+                console.print(f"note: {last.plan.notice}")
         elif line == "/reset":
             session.reset()
             console.print("history cleared")

@@ -57,7 +57,8 @@ def read_query(text: str) -> str:
         return text
     if sys.stdin.isatty():
         fail("`-` reads the query from standard input: pipe or redirect it, e.g. `bridge search - < report.md`", code=2)
-    return sys.stdin.read()
+    # Bytes of another encoding (a Latin-1 log) become U+FFFD rather than a crash in a tokenizer.
+    return sys.stdin.buffer.read().decode("utf-8", "replace")
 
 
 def to_jsonable(value: Any) -> Any:

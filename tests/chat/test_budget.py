@@ -157,7 +157,7 @@ def test_history_is_dropped_oldest_first_with_a_visible_notice() -> None:
     p = plan(history=history)  # 121 tokens of room: the last two turns cost 48, the 80-word one 84 more
     assert p.dropped_turns == (0, 1)
     assert p.history == tuple(history[2:])
-    assert p.notice is not None and "dropped the 2 oldest turn(s)" in p.notice
+    assert p.notice is not None and "dropped the 2 oldest message(s)" in p.notice
 
 
 def test_a_kept_history_never_starts_with_an_assistant_turn() -> None:

@@ -138,7 +138,7 @@ def test_history_is_trimmed_oldest_first_with_a_visible_notice(retriever: McpRet
                      "fourth about sockets", "fifth about settings"]:
         chat.ask(question, on_plan=lambda plan: notices.append(plan.notice))
     assert notices[0] is None
-    assert any(n and "dropped the" in n and "oldest turn" in n for n in notices)
+    assert any(n and "dropped the" in n and "oldest message" in n for n in notices)
     messages, _ = runtime.calls[-1]
     kept = [m.content for m in messages if m.role == "user"][:-1]
     assert "first question about retry" not in kept
@@ -160,6 +160,21 @@ def test_a_question_too_long_for_the_context_fails_before_any_search() -> None:
     with pytest.raises(BudgetError, match="question .* do not fit n_ctx 300: shorten the question"):
         session(spy, FakeRuntime(n_ctx=300), answer_reserve=100).ask("why " * 400)
     assert spy.queries == []
+
+
+def test_a_report_over_64_kb_is_refused_in_one_line_before_any_search() -> None:
+    spy = SpyRetriever()
+    with pytest.raises(ChatError, match=r"^the question is 65537 bytes, over the 65536-byte \(64 KB\) limit: shorten it$"):
+        session(spy, FakeRuntime(n_ctx=8192)).ask("a" * 65537)
+    assert spy.queries == []
+    session(spy, FakeRuntime(n_ctx=8192)).ask("a" * 65536)  # the limit itself is accepted
+    assert len(spy.queries[0]) == 65536
+
+
+def test_bytes_that_are_not_text_are_replaced_not_a_crash() -> None:
+    spy, runtime = SpyRetriever(), FakeRuntime()
+    session(spy, runtime).ask("parse_config fails on \udcff\udcfe input")
+    assert spy.queries == ["parse_config fails on \ufffd\ufffd input"]
 
 
 def test_a_pasted_report_over_4_kb_is_searched_whole() -> None:

@@ -8,11 +8,12 @@ from bridge.cli.chat_input import read_turn
 
 
 class Terminal:
-    """Lines as the terminal hands them over; `pasted` lines already wait when the one before is read."""
+    """Lines as the terminal hands them over; a line whose number is in `ready` is already waiting
+    when the one before it has been read (`pasted=N`: lines 1..N, the N after the first)."""
 
-    def __init__(self, *lines: str, pasted: int = 0) -> None:
+    def __init__(self, *lines: str, pasted: int = 0, ready: set[int] | None = None) -> None:
         self.lines = list(lines)
-        self.pasted = pasted  # how many lines after the first arrived together with it
+        self.ready = set(range(1, pasted + 1)) if ready is None else ready
         self.read_count = 0
         self.prompts: list[str] = []
         self.hints = 0
@@ -25,7 +26,7 @@ class Terminal:
         return self.lines.pop(0)
 
     def waiting(self) -> bool:
-        return self.read_count <= self.pasted and bool(self.lines)
+        return self.read_count in self.ready and bool(self.lines)
 
     def hint(self) -> None:
         self.hints += 1
@@ -58,6 +59,23 @@ def test_a_blank_pasted_line_before_an_unfinished_last_line_does_not_send_the_tu
     term = Terminal("title", "", "Steps: call it", "", "It raises KeyError.", "", pasted=3)
     assert term.turn() == "title\n\nSteps: call it\n\nIt raises KeyError."
     assert term.hints == 1
+
+
+def test_a_paste_that_arrives_in_pieces_is_still_one_turn() -> None:
+    # over SSH: two lines, a pause, then the rest, which starts with a blank line
+    term = Terminal("title", "first body line", "", "more body", "last body line", "", ready={1, 3, 4})
+    assert term.turn() == "title\nfirst body line\n\nmore body\nlast body line"
+
+
+def test_a_paste_whose_first_line_is_a_docstring_is_a_paste_not_a_block() -> None:
+    term = Terminal('"""Test module reproducing the crash."""', "import pytest", "def test_it(): pass", "",
+                    pasted=2)
+    assert term.turn() == '"""Test module reproducing the crash."""\nimport pytest\ndef test_it(): pass'
+
+
+def test_a_docstring_pasted_into_a_typed_block_does_not_close_it() -> None:
+    term = Terminal('"""', "def f():", '    """Doc."""', "    return 1", '"""', ready={2, 3})
+    assert term.turn() == 'def f():\n    """Doc."""\n    return 1'
 
 
 def test_end_of_input_sends_what_was_pasted() -> None:

@@ -157,6 +157,17 @@ def test_a_dash_reads_the_query_from_standard_input(repo: Path, tmp_path: Path) 
     assert data["query"] == report and data["hits"][0]["path"] == "src/config.py"
 
 
+def test_a_report_in_another_encoding_is_searched_with_its_odd_bytes_replaced(repo: Path, tmp_path: Path) -> None:
+    idx = str(tmp_path / "idx")
+    bridge("index", str(repo), "--index-dir", idx, "--embedder", "hash")
+    latin1 = "Retries never back off (café)\n\nThe retry policy ignores its backoff.\n".encode("latin-1")
+    found = subprocess.run([sys.executable, "-m", "bridge", "search", "-", "--index-dir", idx, "--json"],
+                           capture_output=True, input=latin1, env=os.environ.copy(), timeout=120)
+    assert found.returncode == 0, found.stderr
+    data = json.loads(found.stdout)
+    assert data["query"].startswith("Retries never back off (caf\ufffd)") and data["hits"]
+
+
 def test_help_is_available_for_every_command() -> None:
     for command in ("index", "search", "status"):
         result = bridge(command, "-h")
