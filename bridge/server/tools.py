@@ -137,7 +137,7 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
             # The structured result echoes the query's first line, as the text does: a client that
             # hands it to the model must not pay for a pasted 64 KB report twice.
             result = ops.search_code(r, query, k, max_tokens, path_glob, mode)
-            result = result.model_copy(update={"query": render.echo(query)})
+            result = result.model_copy(update={"query": render.echo(result.query)})
             vectors = r.searcher.manifest.embedder is not None
             return result, render.render_search(result, r.name, r.status().reindexing, vectors)
 

@@ -124,6 +124,13 @@ def test_a_query_of_exactly_64_kb_is_accepted(server: object) -> None:
     assert not call_tool(server, "search_code", {"query": "a" * 65536}).is_error
 
 
+def test_a_query_with_lone_surrogates_is_searched_with_them_replaced(server: object) -> None:
+    # JSON may carry "\\udcff", which no tokenizer takes
+    result = call_tool(server, "search_code", {"query": "parse_config \udcff settings", "k": 1})
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["query"] == "parse_config \ufffd settings"
+
+
 def test_a_pasted_report_is_echoed_by_its_first_line_only(server: object) -> None:
     report = "Settings file is not parsed\n\n" + "parse_config reads the settings file wrong.\n" * 1000
     result = call_tool(server, "search_code", {"query": report, "k": 1})
