@@ -40,7 +40,7 @@ from index.votes import NO_VOTES, Votes, gather_votes, with_evidence
 if TYPE_CHECKING:
     from index.embed import Embedder
 
-__all__ = ["DEFAULT_MAX_TOKENS", "MAX_K", "MAX_QUERY_BYTES", "Searcher"]
+__all__ = ["DEFAULT_MAX_TOKENS", "MAX_K", "MAX_QUERY_BYTES", "Searcher", "too_long"]
 
 MAX_K = 50
 MAX_QUERY_BYTES = 64 * 1024  # a whole bug report with its traceback; one limit for CLI, MCP and chat
@@ -375,6 +375,11 @@ def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | No
     return Hit(c.path, c.start_line, c.end_line, score, lexical_rank, vector_rank, c.symbol, c.language, c.text, c.tokens)
 
 
+def too_long(size: int, max_bytes: int = MAX_QUERY_BYTES) -> str:
+    """What a refusal of a query of `size` bytes says after its subject (CLI, MCP and chat alike)."""
+    return f"is {size} bytes, over the {max_bytes}-byte ({max_bytes // 1024} KB) limit: shorten it"
+
+
 def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int) -> Mode:
     if not query or not query.strip():
         raise BadQuery("query is empty: say what to look for, e.g. 'where is the config parsed'")
@@ -382,7 +387,7 @@ def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int
         raise BadQuery(f"query {query.strip()[:40]!r} has no letters or digits: say what to look for in words or names")
     size = len(query.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise BadQuery(f"query is {size} bytes, over the {max_bytes}-byte ({max_bytes // 1024} KB) limit: shorten it")
+        raise BadQuery(f"query {too_long(size, max_bytes)}")
     if not 1 <= k <= MAX_K:
         raise BadQuery(f"k={k} is out of range: use 1 to {MAX_K}")
     if mode not in MODES:

@@ -22,11 +22,12 @@ from bridge.errors import ChatError, ConfigError
 from bridge.llm.gguf import ModelFacts, choose_n_ctx, kv_bytes_per_token, read_gguf
 from bridge.llm.runtime import Decoding, Generation, Message, OnToken, Runtime, decoding_for
 from index.question import as_text
-from index.search import MAX_QUERY_BYTES
+from index.search import MAX_QUERY_BYTES, too_long
 
-__all__ = ["ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime", "pick_sources"]
+__all__ = ["EMPTY_QUESTION", "ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime", "pick_sources"]
 
 OnPlan = Callable[[Plan], None]
+EMPTY_QUESTION = "the question is empty: ask something about the repository"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +164,10 @@ class ChatSession:
         """Retrieve, plan and generate one answer; the turn joins the history afterwards."""
         question = as_text(question.strip())
         if not question:
-            raise ChatError("the question is empty: ask something about the repository")
+            raise ChatError(EMPTY_QUESTION)
         size = len(question.encode("utf-8"))
         if size > MAX_QUERY_BYTES:
-            raise ChatError(f"the question is {size} bytes, over the {MAX_QUERY_BYTES}-byte "
-                            f"({MAX_QUERY_BYTES // 1024} KB) limit: shorten it")
+            raise ChatError(f"the question {too_long(size)}")
         start = time.perf_counter()
         condensed = self._condensed(question)
         asked = condensed.text if condensed is not None else question  # what the model reads

@@ -237,11 +237,11 @@ def ask_cmd(
     milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Answer one question about a repository with the local model; report sources, budget, timings."""
-    from bridge.chat.session import ask_report
+    from bridge.chat.session import EMPTY_QUESTION, ask_report
 
     question = read_query(question)
     if not question.strip():  # said before the model loads (seconds), as the session would after
-        fail("the question is empty: ask something about the repository", code=2)
+        fail(EMPTY_QUESTION, code=2)
     with _session(repo, index_dir, settings, chat=False, quiet=json_out, milvus_uri=milvus_uri,
                   milvus_token_env=milvus_token_env) as session:
         on_plan = _on_plan_with_gpu(show_budget, session.runtime)
