@@ -45,9 +45,13 @@ __all__ = [
     "QueryEvidence",
     "fuse",
     "is_auxiliary",
+    "is_auxiliary_code",
 ]
 
 AUXILIARY_FACTOR = 0.5
+# An auxiliary code file that BM25 and the dense signal both rank this high is what the question is
+# about; it keeps its whole score (`FileEvidence.agreed`).
+AGREED_TOP = 2
 DENSE_CHUNKS = 1000  # nearest chunks looked at for the dense file ranking
 MAX_MATCHES = 3  # a mention matching more files than this is too vague to count
 # "history" (index/history.py) has no hand-set weight: it reaches the order only through the
@@ -65,12 +69,19 @@ _NOT_CODE = frozenset({None, "markdown", "rst", "text", "latex", "json", "yaml",
 def is_auxiliary(path: str) -> bool:
     """Tests, documentation, examples and non-code files: they describe code rather than implement it."""
     parts = path.lower().split("/")
+    return _is_test(parts) or parts[0] in _DOC_DIRS or language_for(path) in _NOT_CODE
+
+
+def is_auxiliary_code(path: str) -> bool:
+    """Code that is auxiliary only for its folder: a benchmark, an example script (not a test)."""
+    parts = path.lower().split("/")
+    return parts[0] in _DOC_DIRS and not _is_test(parts) and language_for(path) not in _NOT_CODE
+
+
+def _is_test(parts: list[str]) -> bool:
     name = parts[-1]
-    if any(p in _TEST_DIRS for p in parts[:-1]) or parts[0] in _DOC_DIRS:
-        return True
-    if name.startswith("test_") or name.endswith("_test.py") or name in ("conftest.py", "tests.py"):
-        return True
-    return language_for(path) in _NOT_CODE
+    return (any(p in _TEST_DIRS for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py")
+            or name in ("conftest.py", "tests.py"))
 
 
 def fuse(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float],
@@ -154,6 +165,7 @@ class FileEvidence:
         self._definitions: dict[str, frozenset[int]] | None = None
         self._auxiliary: frozenset[int] | None = None
         self._auxiliary_mask: np.ndarray | None = None
+        self._auxiliary_code: np.ndarray | None = None
         self._facts: np.ndarray | None = None
 
     def rank(
@@ -193,7 +205,7 @@ class FileEvidence:
             rankings[name] = ranking(v, keep if allowed is None else keep & allowed)
         n = len(self.paths)
         named = mask(rankings["mentions"], n)
-        demoted = self.auxiliary_mask() & ~named
+        demoted = self.auxiliary_mask() & ~named & ~self.agreed(rankings)
         score, seen = _fuse_arrays(rankings, weights, demoted, AUXILIARY_FACTOR, n)
         files = np.flatnonzero(seen)
         fused = FileScores(files, score[files])  # as `fuse` computes it
@@ -314,6 +326,7 @@ class FileEvidence:
     def prepare(self) -> None:
         """Build every lookup table now rather than on first use."""
         self.auxiliary_mask()
+        self.auxiliary_code_mask()
         self._suffix_table()
         self._definition_table()
 
@@ -330,6 +343,25 @@ class FileEvidence:
             if self._auxiliary_mask is None:
                 self._auxiliary_mask = mask(aux, len(self.paths))
             return self._auxiliary_mask
+
+    def agreed(self, rankings: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Auxiliary code (a benchmark, an example script) that both BM25's chunk ranking and the dense
+        one hold among their AGREED_TOP best, as a mask over the files. Demoting it sent the three
+        benchmark questions of the natural-language set out of hybrid's top 10 while lexical and vector
+        each ranked them 1-2. Tests and prose stay demoted even then: they repeat the words of the code
+        they describe. Exempting prose as well cost shared/bench's titles, asked as one-line questions,
+        five of their 63 first places, and tests too ten (bench/RESULTS.md)."""
+        n = len(self.paths)
+        agreed: np.ndarray = mask(rankings["chunks"][:AGREED_TOP], n) & mask(rankings["dense"][:AGREED_TOP], n)
+        agreed &= self.auxiliary_code_mask()
+        return agreed
+
+    def auxiliary_code_mask(self) -> np.ndarray:
+        """`is_auxiliary_code` as a mask over the files (built once)."""
+        with self._lock:
+            if self._auxiliary_code is None:
+                self._auxiliary_code = np.fromiter(map(is_auxiliary_code, self.paths), dtype=bool, count=len(self.paths))
+            return self._auxiliary_code
 
     def file_named(self, path: str) -> int | None:
         """The one file a path mentioned in a question (a traceback's) stands for, if exactly one."""

@@ -9,7 +9,7 @@ import pytest
 
 from index.filescores import FileScores, best_first, ordered
 from index.question import title_of
-from index.rank import AUXILIARY_FACTOR, SIGNALS, FileEvidence, QueryEvidence, fuse
+from index.rank import AGREED_TOP, AUXILIARY_FACTOR, SIGNALS, FileEvidence, QueryEvidence, fuse
 from index.ranker import RERANK, feature_matrix, load_ranker, relative_columns, subject_columns
 
 
@@ -45,7 +45,7 @@ def test_file_scores_read_as_the_mapping_of_file_to_score_they_replace() -> None
 
 
 def random_evidence(rng: np.random.Generator, n: int) -> FileEvidence:
-    kinds = ["pkg/mod{}.py", "tests/test_mod{}.py", "docs/page{}.rst", "pkg/sub/m{}.py"]
+    kinds = ["pkg/mod{}.py", "tests/test_mod{}.py", "docs/page{}.rst", "pkg/sub/m{}.py", "bench/b{}.py"]
     paths = [kinds[int(rng.integers(len(kinds)))].format(i) for i in range(n)]
     counts = rng.integers(0, 6, n)  # some files have no chunk
     first = np.concatenate(([0], np.cumsum(counts)[:-1]))
@@ -63,7 +63,9 @@ def reference_rank(ev: FileEvidence, query: str, values: dict[str, np.ndarray], 
         keep = np.isfinite(v) if name == "dense" else v > 0
         order = sorted(np.flatnonzero(keep).tolist(), key=lambda i: (-v[i], i))
         rankings[name] = [i for i in order if allowed is None or allowed[i]]
-    demoted = ev.auxiliary() - frozenset(rankings["mentions"])
+    agreed = {i for i in set(rankings["chunks"][:AGREED_TOP]) & set(rankings["dense"][:AGREED_TOP])
+              if ev.paths[i].startswith("bench/")}
+    demoted = ev.auxiliary() - frozenset(rankings["mentions"]) - agreed
     fused = fuse(rankings, SIGNALS, demoted, AUXILIARY_FACTOR)
     order = sorted(fused, key=lambda i: (-fused[i], i))
     ranker = load_ranker()
@@ -94,6 +96,11 @@ def test_the_file_ranking_is_exactly_that_of_full_sorts_scores_included(seed: in
     near_ids = rng.choice(chunks, 200, replace=False)
     dense = [(int(c), float(round(s, 2))) for c, s in zip(near_ids, rng.random(200) * 2 - 0.5)]
     history = np.round(rng.random(900) * 3, 0) * (rng.random(900) < 0.05)
+    if seed % 2:  # a benchmark file that BM25 and the dense signal both rank first keeps its whole score
+        bench = next(i for i, p in enumerate(ev.paths) if p.startswith("bench/") and ev.n_chunks[i])
+        chunk = int(ev.first_chunk[bench])
+        chunk_scores[chunk] = 5.0
+        dense = [(chunk, 2.0)] + [(c, sim) for c, sim in dense if c != chunk]
     query = f"{'a title' if seed % 3 else 'one line'}\nsee {ev.paths[3]} and {ev.paths[40]} and `parse_it()`"
     if seed % 3 == 0:
         query = query.splitlines()[1]  # one line: the fused order, no second stage

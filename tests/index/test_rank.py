@@ -9,7 +9,7 @@ import pytest
 
 from index.build import BuildOptions, build_index
 from index.question import extract_clues, title_of
-from index.rank import RRF_K, FileEvidence, fuse, is_auxiliary
+from index.rank import RRF_K, FileEvidence, QueryEvidence, fuse, is_auxiliary, is_auxiliary_code
 from index.search import Searcher
 
 TRACEBACK = '''Crash when printing
@@ -57,6 +57,40 @@ def test_the_title_is_the_first_line_of_a_question_of_several_lines_only():
 )
 def test_tests_docs_and_prose_are_auxiliary_and_code_is_not(path: str, auxiliary: bool):
     assert is_auxiliary(path) is auxiliary
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("bench/load_bench.py", True),
+        ("examples/demo.py", True),
+        ("docs/conf.py", True),
+        ("bench/test_speed.py", False),
+        ("bench/tests/helpers.py", False),
+        ("docs/usage.rst", False),
+        ("examples/README.md", False),
+        ("pkg/core.py", False),
+    ],
+)
+def test_benchmarks_and_examples_are_auxiliary_code_and_tests_and_prose_are_not(path: str, code: bool):
+    assert is_auxiliary_code(path) is code
+    assert is_auxiliary(path) or not code
+
+
+@pytest.mark.parametrize(
+    ("agreed", "first"),
+    [("bench/load_bench.py", True), ("tests/test_load.py", False), ("docs/load.rst", False)],
+)
+def test_an_auxiliary_file_that_bm25_and_the_dense_signal_both_rank_first_keeps_its_score_if_it_is_code(
+    agreed: str, first: bool
+):
+    paths = ["pkg/server.py", "pkg/clients.py", agreed]
+    ev = evidence(paths, [1, 1, 1])
+    # BM25 and the dense signal both put the auxiliary file first; the two modules share the other places.
+    found = QueryEvidence("where is the load test of many clients", np.array([0.9, 0.5, 1.0]),
+                          dense=[(2, 0.8), (0, 0.7), (1, 0.1)])
+    order = [paths[i] for i in ev.rank(found).ordered().tolist()]
+    assert (order[0] == agreed) is first
 
 
 def test_fusion_adds_weighted_reciprocal_ranks_and_scales_demoted_files():
