@@ -38,11 +38,11 @@ import numpy as np
 from bench.train_ranker import Sample
 from index.build import BuildOptions, build_index
 from index.embed import load_embedder
+from index.file_kinds import is_auxiliary
 from index.fill import fill_vectors
 from index.git_log import read_commits
 from index.history import update_from_git
 from index.question import title_of
-from index.rank import is_auxiliary
 from index.search import Searcher
 from index.store import default_home
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from index.clues import aggregate_matrix, clue_matrix
+from index.file_kinds import is_auxiliary, is_auxiliary_code, path_kinds
 from index.filescores import FileScores, mask, ranking
 from index.fusion import RRF_K
-from index.languages import language_for
 from index.question import QueryClues, extract_clues, title_of
 from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row, relative_columns, subject_columns
 
@@ -44,8 +44,6 @@ __all__ = [
     "FileEvidence",
     "QueryEvidence",
     "fuse",
-    "is_auxiliary",
-    "is_auxiliary_code",
 ]
 
 AUXILIARY_FACTOR = 0.5
@@ -58,31 +56,6 @@ MAX_MATCHES = 3  # a mention matching more files than this is too vague to count
 # learned second stage (index/ranker.py), which measured what it is worth.
 SIGNALS: Mapping[str, float] = {"chunks": 1.0, "files": 1.0, "title": 1.0, "mentions": 1.0, "definitions": 1.0,
                                 "dense": 1.0, "history": 0.0}
-
-_TEST_DIRS = frozenset({"test", "tests", "testing"})
-_DOC_DIRS = frozenset({"doc", "docs", "example", "examples", "benchmarks", "bench"})
-# Languages of prose and data rather than code (None: the name says nothing, e.g. CHANGES).
-_NOT_CODE = frozenset({None, "markdown", "rst", "text", "latex", "json", "yaml", "toml", "ini", "xml", "html",
-                       "css", "scss", "less"})
-
-
-def is_auxiliary(path: str) -> bool:
-    """Tests, documentation, examples and non-code files: they describe code rather than implement it."""
-    parts = path.lower().split("/")
-    return _is_test(parts) or parts[0] in _DOC_DIRS or language_for(path) in _NOT_CODE
-
-
-def is_auxiliary_code(path: str) -> bool:
-    """Code that is auxiliary only for its folder: a benchmark, an example script (not a test)."""
-    parts = path.lower().split("/")
-    return parts[0] in _DOC_DIRS and not _is_test(parts) and language_for(path) not in _NOT_CODE
-
-
-def _is_test(parts: list[str]) -> bool:
-    name = parts[-1]
-    return (any(p in _TEST_DIRS for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py")
-            or name in ("conftest.py", "tests.py"))
-
 
 def fuse(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float],
          demoted: frozenset[int] = frozenset(), factor: float = 1.0) -> dict[int, float]:
@@ -262,10 +235,7 @@ class FileEvidence:
     def _path_fact_matrix(self) -> np.ndarray:
         rows = []
         for path, count in zip(self.paths, self.n_chunks.tolist()):
-            parts = path.lower().split("/")
-            test = any(p in _TEST_DIRS for p in parts[:-1]) or parts[-1].startswith("test_") or parts[-1] == "conftest.py"
-            rows.append(path_fact_row(path, is_auxiliary(path), test, parts[0] in _DOC_DIRS,
-                                      language_for(path) in _NOT_CODE, int(count)))
+            rows.append(path_fact_row(path, *path_kinds(path), int(count)))
         return np.asarray(rows, dtype=np.float64).reshape(len(self.paths), -1)
 
     def _per_file(self, chunk_values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:

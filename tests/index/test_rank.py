@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from index.build import BuildOptions, build_index
+from index.file_kinds import is_auxiliary, is_auxiliary_code
 from index.question import extract_clues, title_of
-from index.rank import RRF_K, FileEvidence, QueryEvidence, fuse, is_auxiliary, is_auxiliary_code
+from index.rank import RRF_K, FileEvidence, QueryEvidence, fuse
 from index.search import Searcher
 
 TRACEBACK = '''Crash when printing
