@@ -38,8 +38,10 @@ from index.question import QueryClues, extract_clues, title_of
 from index.ranker import RERANK, Ranker, feature_matrix, path_fact_row, relative_columns, subject_columns
 
 __all__ = [
+    "AGREED_TOP",
     "AUXILIARY_FACTOR",
     "DENSE_CHUNKS",
+    "ONE_LINE_RRF_K",
     "SIGNALS",
     "FileEvidence",
     "QueryEvidence",
@@ -50,6 +52,11 @@ AUXILIARY_FACTOR = 0.5
 # An auxiliary code file that BM25 and the dense signal both rank this high is what the question is
 # about; it keeps its whole score (`FileEvidence.agreed`).
 AGREED_TOP = 2
+# The fused order is the answer for a question of one line (the learned stage reads reports), and
+# its constant was chosen on shared/bench's titles asked alone: R@1 0.450 at 60, 0.471 at 30 with
+# R@5 unchanged, 0.479 at 20 with R@5 lower (bench/RESULTS.md). Reports keep RRF_K: the learned
+# stage was trained on features fused with it.
+ONE_LINE_RRF_K = 30
 DENSE_CHUNKS = 1000  # nearest chunks looked at for the dense file ranking
 MAX_MATCHES = 3  # a mention matching more files than this is too vague to count
 # "history" (index/history.py) has no hand-set weight: it reaches the order only through the
@@ -58,31 +65,33 @@ SIGNALS: Mapping[str, float] = {"chunks": 1.0, "files": 1.0, "title": 1.0, "ment
                                 "dense": 1.0, "history": 0.0}
 
 def fuse(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float],
-         demoted: frozenset[int] = frozenset(), factor: float = 1.0) -> dict[int, float]:
-    """Weighted reciprocal-rank fusion of file rankings; files in `demoted` have their score × factor."""
+         demoted: frozenset[int] = frozenset(), factor: float = 1.0, k: int = RRF_K) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion of file rankings (constant k); files in `demoted` have their
+    score × factor."""
     score: dict[int, float] = {}
     for name, weight in weights.items():
         for rank, i in enumerate(rankings.get(name, ()), start=1):
-            score[i] = score.get(i, 0.0) + weight / (RRF_K + rank)
+            score[i] = score.get(i, 0.0) + weight / (k + rank)
     for i in demoted & score.keys():
         score[i] *= factor
     return score
 
 
 def _fuse_arrays(
-    rankings: Mapping[str, np.ndarray], weights: Mapping[str, float], demoted: np.ndarray, factor: float, n: int
+    rankings: Mapping[str, np.ndarray], weights: Mapping[str, float], demoted: np.ndarray, factor: float, n: int,
+    k: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`fuse` over n files as arrays: (score of every file, whether it is in some ranking).
 
     The same float operations in the same order per file as `fuse` (0.0 plus each signal's
-    weight / (RRF_K + rank), signal after signal, then × factor), so the scores are identical;
+    weight / (k + rank), signal after signal, then × factor), so the scores are identical;
     a file appears at most once in a ranking, so the fancy `+=` adds each term once. In Python,
     `fuse` cost 9 ms per question at 2k files and grew with the files that have any evidence."""
     score = np.zeros(n)
     seen = np.zeros(n, dtype=bool)
     for name, weight in weights.items():
         order = rankings.get(name, _NONE)
-        score[order] += weight / (RRF_K + np.arange(1, len(order) + 1, dtype=np.float64))
+        score[order] += weight / (k + np.arange(1, len(order) + 1, dtype=np.float64))
         seen[order] = True
     score[demoted & seen] *= factor
     return score, seen
@@ -179,7 +188,8 @@ class FileEvidence:
         n = len(self.paths)
         named = mask(rankings["mentions"], n)
         demoted = self.auxiliary_mask() & ~named & ~self.agreed(rankings)
-        score, seen = _fuse_arrays(rankings, weights, demoted, AUXILIARY_FACTOR, n)
+        k = RRF_K if title_of(found.query) is not None else ONE_LINE_RRF_K
+        score, seen = _fuse_arrays(rankings, weights, demoted, AUXILIARY_FACTOR, n, k)
         files = np.flatnonzero(seen)
         fused = FileScores(files, score[files])  # as `fuse` computes it
         rows = fused.best(RERANK)

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from index.filescores import FileScores, best_first, ordered
+from index.fusion import RRF_K
 from index.question import title_of
-from index.rank import AGREED_TOP, AUXILIARY_FACTOR, SIGNALS, FileEvidence, QueryEvidence, fuse
+from index.rank import AGREED_TOP, AUXILIARY_FACTOR, ONE_LINE_RRF_K, SIGNALS, FileEvidence, QueryEvidence, fuse
 from index.ranker import RERANK, feature_matrix, load_ranker, relative_columns, subject_columns
 
 
@@ -66,7 +67,7 @@ def reference_rank(ev: FileEvidence, query: str, values: dict[str, np.ndarray], 
     agreed = {i for i in set(rankings["chunks"][:AGREED_TOP]) & set(rankings["dense"][:AGREED_TOP])
               if ev.paths[i].startswith("bench/")}
     demoted = ev.auxiliary() - frozenset(rankings["mentions"]) - agreed
-    fused = fuse(rankings, SIGNALS, demoted, AUXILIARY_FACTOR)
+    fused = fuse(rankings, SIGNALS, demoted, AUXILIARY_FACTOR, RRF_K if title_of(query) else ONE_LINE_RRF_K)
     order = sorted(fused, key=lambda i: (-fused[i], i))
     ranker = load_ranker()
     if not ranked or ranker is None or not fused or title_of(query) is None:

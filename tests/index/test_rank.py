@@ -10,7 +10,7 @@ import pytest
 from index.build import BuildOptions, build_index
 from index.file_kinds import is_auxiliary, is_auxiliary_code
 from index.question import extract_clues, title_of
-from index.rank import RRF_K, FileEvidence, QueryEvidence, fuse
+from index.rank import ONE_LINE_RRF_K, RRF_K, FileEvidence, QueryEvidence, fuse
 from index.search import Searcher
 
 TRACEBACK = '''Crash when printing
@@ -92,6 +92,16 @@ def test_an_auxiliary_file_that_bm25_and_the_dense_signal_both_rank_first_keeps_
                           dense=[(2, 0.8), (0, 0.7), (1, 0.1)])
     order = [paths[i] for i in ev.rank(found).ordered().tolist()]
     assert (order[0] == agreed) is first
+
+
+@pytest.mark.parametrize(("query", "k"), [("where is the server", ONE_LINE_RRF_K), ("server crash\nit fails", RRF_K)])
+def test_a_question_of_one_line_is_fused_with_its_own_constant_and_a_report_with_the_learned_stages(
+    query: str, k: int
+):
+    ev = evidence(["pkg/server.py", "pkg/clients.py"], [1, 1])
+    found = QueryEvidence(query, np.array([0.9, 0.5]), dense=[(0, 0.8), (1, 0.1)])
+    # the server is first by its chunks' BM25, by the files' BM25 and by the vectors: three reciprocal ranks
+    assert ev.rank(found)[0] == pytest.approx(3 / (k + 1))
 
 
 def test_fusion_adds_weighted_reciprocal_ranks_and_scales_demoted_files():
