@@ -86,7 +86,7 @@ def _answers(index_dir: Path) -> tuple[list[list[tuple[str, int, int]]], list[li
         result = searcher.search(q, k=8, mode="lexical")
         hits.append([(h.path, h.start_line, h.end_line) for h in result.hits])
         scores.append([h.score for h in result.hits])
-        files.append([p for p, _ in searcher.rank_files(q)[:10]])
+        files.append([p for p, _ in searcher.rank_files(q)[:13]])
     return hits, scores, files
 
 
@@ -107,7 +107,8 @@ def _lexical_scores(index_dir: Path, query: str) -> dict[tuple[str, int], float]
 def _assert_same(delta_dir: Path, full_dir: Path, files_in_order: bool = True) -> None:
     """Same chunk hits, scores within the drift bound, same file lists; with `files_in_order`
     False the top files may swap places where the drift reorders near-tied files (the file
-    ranking fuses per-signal ranks of all files, so a tie at 1e-3 flips with the drift)."""
+    ranking fuses per-signal ranks of all files, so a tie at 1e-3 flips with the drift): the
+    same three first, and each of one side's ten best among the other's thirteen best."""
     tolerance = 2 * _drift(delta_dir) + 1e-6
     (hits, scores, files), (hits2, scores2, files2) = _answers(delta_dir), _answers(full_dir)
     assert hits == hits2
@@ -115,7 +116,8 @@ def _assert_same(delta_dir: Path, full_dir: Path, files_in_order: bool = True) -
         assert files == files2
     else:
         assert [f[:3] for f in files] == [f[:3] for f in files2]
-        assert [set(f) for f in files] == [set(f) for f in files2]
+        for ours, theirs in zip(files, files2):
+            assert set(ours[:10]) <= set(theirs) and set(theirs[:10]) <= set(ours)
     for a, b in zip(scores, scores2):
         np.testing.assert_allclose(a, b, rtol=tolerance)
     for q in QUERIES:
