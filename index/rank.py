@@ -2,7 +2,7 @@
 
 A question such as a bug report asks "which file?" as much as "which lines?". Hybrid search
 therefore ranks files too, with six signals fused by weighted reciprocal rank (the fusion the
-chunks use: score = Σ weight / (RRF_K + rank)):
+chunks use: score = Σ weight / (RRF_K + rank); ONE_LINE_RRF_K for a question of one line):
 
 - chunks: a file's best chunk BM25 score for the whole question;
 - files: its chunks' summed BM25 over the square root of its chunk count, which rewards a file
