@@ -385,7 +385,7 @@ def _check(query: str, k: int, mode: str, max_tokens: int | None, max_bytes: int
         raise BadQuery("query is empty: say what to look for, e.g. 'where is the config parsed'")
     if not any(ch.isalnum() for ch in query):
         raise BadQuery(f"query {query.strip()[:40]!r} has no letters or digits: say what to look for in words or names")
-    size = len(query.encode("utf-8", "surrogatepass"))
+    size = len(query.encode("utf-8"))
     if size > max_bytes:
         raise BadQuery(f"query {too_long(size, max_bytes)}")
     if not 1 <= k <= MAX_K:
