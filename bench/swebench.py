@@ -248,8 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repos", default="", help="comma-separated repository names (default: all)")
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--kept", action="store_true",
-                        help="rank on the indexes kept in WORK/indexes whatever code built them: no build, no "
-                        "history step (to compare query-path changes on the same indexes)")
+                        help="rank on the indexes kept in WORK/indexes whatever code built them, with no build (to "
+                        "compare query-path changes on the same indexes); only a history an earlier run left "
+                        "unfinished is read")
     parser.add_argument("--embedder", default="static",
                         help="static (default) or minilm; give minilm its own --work folder and --out-dir")
     args = parser.parse_args(argv)
@@ -270,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         indexes = kept_indexes(jobs, args.work)
     else:
         indexes, built = prepare_indexes(jobs, args.work, embedder, progress, args.embedder)
-        prepare_history(jobs, indexes, args.mirrors, progress)
+    prepare_history(jobs, indexes, args.mirrors, progress)  # a no-op where every history is there
     build_seconds = time.perf_counter() - started
     progress(f"{len(jobs)} trees indexed ({len(built)} built now, {len(jobs) - len(built)} kept from an earlier run)")
     if args.build_only:

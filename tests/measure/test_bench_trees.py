@@ -1,4 +1,5 @@
-"""bench/swebench_trees.py: sync_tree leaves the live folder holding the new tree; the fingerprint reads its code."""
+"""bench/swebench_trees.py: sync_tree leaves the live folder holding the new tree; the fingerprint reads its code;
+the history step fills the kept indexes that lack one, and only those."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.swebench_trees import content_sources, index_fingerprint, sync_tree
+from bench.swebench_trees import TreeJob, content_sources, index_fingerprint, missing_history, prepare_history, sync_tree
+from index.embed import HashEmbedder
+from index.history import History
+from index.subjects import SubjectEncoder
+from tests.support.git import git, printer_repo
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -80,3 +85,24 @@ def test_a_moved_module_stops_the_fingerprint_with_a_message(tmp_path: Path) -> 
     assert content_sources(tmp_path, ("chunk", "embed")) == ["chunk.py", "embed/__init__.py", "embed/cache.py"]
     with pytest.raises(FileNotFoundError, match="update _CONTENT_MODULES"):
         content_sources(tmp_path, ("chunk", "minilm"))
+
+
+def test_the_history_step_fills_the_kept_indexes_without_history_and_then_does_nothing(tmp_path: Path) -> None:
+    source = printer_repo(tmp_path / "printer")
+    head = git(source, "rev-parse", "HEAD").strip()
+    mirrors = tmp_path / "mirrors"
+    git(tmp_path, "clone", "-q", "--bare", str(source), str(mirrors / "acme+printer" / "repo"))
+    with_mirror = TreeJob("acme/printer", head, tmp_path / "corpora" / "printer@1", (), 0)
+    without_mirror = TreeJob("acme/other", head, tmp_path / "corpora" / "other@1", (), 0)
+    kept = {job.name: tmp_path / "indexes" / job.name for job in (with_mirror, without_mirror)}
+    for folder in kept.values():
+        folder.mkdir(parents=True)
+    jobs = [with_mirror, without_mirror]
+    subjects = SubjectEncoder("hash:32", loader=lambda spec: HashEmbedder(32))
+
+    assert missing_history(jobs, kept, mirrors) == [with_mirror]  # a tree with no mirror has none to read
+    assert prepare_history(jobs, kept, mirrors, lambda _message: None, subjects) == ["printer@1"]
+    history = History.load(kept["printer@1"])
+    assert history is not None and len(history.commits) == 3 and history.subjects is not None
+    assert missing_history(jobs, kept, mirrors) == []
+    assert prepare_history(jobs, kept, mirrors, lambda _message: None, subjects) == []
