@@ -1,7 +1,8 @@
 """SWE-bench Lite, file level: the bridge's retrieval modes against two baselines, in one run.
 
     python -m bench.swebench [QUESTIONS.jsonl] [--corpora DIR] [--mirrors DIR] [--work DIR]
-                             [--out-dir DIR] [--repos sympy,flask] [--build-only]
+                             [--out-dir DIR] [--repos sympy,flask] [--build-only | --kept]
+                             [--embedder static|minilm]
 
 Builds the missing trees (materialize.sh), indexes each base commit once (lexical + static
 vectors; see bench/swebench_trees.py), then ranks files for every question with:
@@ -17,7 +18,8 @@ vectors; see bench/swebench_trees.py), then ranks files for every question with:
   what each signal contributes.
 
 Every tree's index gets the git history of its base commit's ancestors (from the mirror; nothing
-later can leak in), as `bridge index` gives a git checkout.
+later can leak in), as `bridge index` gives a git checkout; `--kept` reads the histories a stopped
+run left missing too, so it never ranks without them.
 
 Writes OUT_DIR/swebench.json (every number, per question gold ranks) and OUT_DIR/swebench.md
 (tables for bench/RESULTS.md), and reports where recall@5 is lost: per repository, per query
