@@ -77,6 +77,11 @@ class TreeJob:
         return self.tree.name
 
 
+def _mirror(mirrors: Path, repo: str) -> Path:
+    """The bare mirror of `repo` (OWNER/NAME) under the mirrors folder."""
+    return mirrors / repo.replace("/", "+") / "repo"
+
+
 def tree_name(question: Question) -> str:
     if not question.repo or not question.base_commit:
         raise ValueError(f"question {question.id} has no repo/base_commit to pick a tree")
@@ -84,7 +89,7 @@ def tree_name(question: Question) -> str:
 
 
 def commit_time(mirrors: Path, repo: str, commit: str) -> int:
-    gitdir = mirrors / repo.replace("/", "+") / "repo"
+    gitdir = _mirror(mirrors, repo)
     if not gitdir.is_dir():
         return 0
     done = subprocess.run(
@@ -265,11 +270,7 @@ def missing_history(jobs: Sequence[TreeJob], kept: dict[str, Path], mirrors: Pat
     """The trees whose kept index has no history with subject vectors yet although their mirror
     could give it. A build stopped during its history step leaves some, and ranking on them drops
     the history signal without a word (shared/bench hybrid R@1 0.650 → 0.621 with 74 of 137 left)."""
-    return [job for job in jobs if _mirror(mirrors, job).is_dir() and not _has_history(kept[job.name])]
-
-
-def _mirror(mirrors: Path, job: TreeJob) -> Path:
-    return mirrors / job.repo.replace("/", "+") / "repo"
+    return [job for job in jobs if _mirror(mirrors, job.repo).is_dir() and not _has_history(kept[job.name])]
 
 
 def _has_history(index: Path) -> bool:
@@ -286,7 +287,7 @@ def prepare_history(jobs: Sequence[TreeJob], kept: dict[str, Path], mirrors: Pat
     done = []
     encoder = subjects or _SharedSubjects()
     for job in missing_history(jobs, kept, mirrors):
-        report = update_from_git(_mirror(mirrors, job), job.commit, kept[job.name], subjects=encoder)
+        report = update_from_git(_mirror(mirrors, job.repo), job.commit, kept[job.name], subjects=encoder)
         done.append(job.name)
         progress(f"{job.name}: history of {report.commits} commits in {report.seconds:.1f}s")
     return done
