@@ -43,6 +43,7 @@ from bench import paths
 from bench.bm25_files_baseline import build_file_index, rank_files
 from bench.swebench_trees import DONE_MARKER, TreeJob, ensure_corpora, plan_jobs, prepare_history, prepare_indexes
 from bridge.measure.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
+from bridge.measure.intervals import RESAMPLES, difference, intervals, listed, markdown_rows
 from index.embed import Embedder, load_embedder
 from index.rank import SIGNALS
 from index.search import MAX_K, Searcher
@@ -56,6 +57,7 @@ ABLATIONS = {f"hybrid-{name}": {**SIGNALS, name: 0.0} for name in SIGNALS if SIG
 MODES = ("bm25_files", *SEARCH_MODES, "hybrid-fused", *ABLATIONS)
 KEPT_LISTS = ("bm25_files", "lexical", "vector", "hybrid", "hybrid-fused")  # ranked lists kept in the JSON
 SINGLE = ("bm25_files", "lexical", "vector")  # the single retrievers hybrid must beat
+MAIN_MODES = ("bm25_files", "lexical", "vector", "hybrid-fused", "hybrid")  # in the tables, with intervals
 KEEP = 50  # ranked files kept per question and mode
 LENGTH_BUCKETS = ((0, 500), (500, 1500), (1500, 4000), (4000, None))  # query bytes
 MAX_QUERY_BYTES = 1 << 20  # issue texts run to 25 KB; the CLI default (4 KB) would refuse them
@@ -111,8 +113,12 @@ def run_job(job: TreeJob, index_dir: Path, embedder: Embedder) -> list[Record]:
 # --- summaries -----------------------------------------------------------------------------
 
 
+def _results(mode: str, records: Sequence[Record]) -> list[QuestionResult]:
+    return [QuestionResult(r.question, r.ranked[mode], (), r.latency_ms[mode]) for r in records]
+
+
 def _metrics(mode: str, records: Sequence[Record]) -> ModeMetrics:
-    return aggregate(mode, [QuestionResult(r.question, r.ranked[mode], (), r.latency_ms[mode]) for r in records])
+    return aggregate(mode, _results(mode, records))
 
 
 def _row(metrics: ModeMetrics) -> dict[str, float]:
@@ -157,6 +163,11 @@ def summarize(records: Sequence[Record]) -> dict[str, Any]:
                for name in ("recall_at_1", "recall_at_5", "recall_at_10", "mrr")}
         for mode in MODES
     }
+    summary["intervals"] = {mode: listed(intervals(_results(mode, records))) for mode in MAIN_MODES}
+    summary["differences"] = {
+        f"hybrid - {mode}": listed(difference(_results("hybrid", records), _results(mode, records)))
+        for mode in MAIN_MODES if mode != "hybrid"
+    }
     best = max(SINGLE, key=lambda m: summary["overall"][m]["recall_at_5"])
     summary["targets"] = {
         "hybrid_recall_at_5": summary["overall"]["hybrid"]["recall_at_5"],
@@ -184,7 +195,6 @@ def _r5_table(by_key: dict[str, dict[str, dict[str, float]]], label: str, modes:
 
 
 def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
-    main_modes = ("bm25_files", "lexical", "vector", "hybrid-fused", "hybrid")
     t = summary["targets"]
     lines = [
         "## SWE-bench Lite, file-level retrieval",
@@ -196,23 +206,27 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         *_table(summary["overall"], "mode (all questions)"),
         "",
         "Macro average over repositories (R@5): "
-        + ", ".join(f"{m} {summary['macro'][m]['recall_at_5']:.3f}" for m in main_modes) + ".",
+        + ", ".join(f"{m} {summary['macro'][m]['recall_at_5']:.3f}" for m in MAIN_MODES) + ".",
         "",
         f"Target: {t['goal']}. Best single retriever: {t['best_single_retriever']} "
         f"({t['best_single_recall_at_5']:.3f}); hybrid {t['hybrid_recall_at_5']:.3f}. Rows `hybrid-X` "
         "rank files as hybrid does with signal X left out (index/rank.py).",
         "",
+        f"### 95 % intervals (bootstrap over the questions, {RESAMPLES:,} resamples; a difference is paired)",
+        "",
+        *markdown_rows(summary["intervals"], summary["differences"]),
+        "",
         "### Recall@5 per repository",
         "",
-        *_r5_table(summary["per_repo"], "repository", main_modes),
+        *_r5_table(summary["per_repo"], "repository", MAIN_MODES),
         "",
         "### Recall@5 per query length (bytes)",
         "",
-        *_r5_table(summary["per_query_bytes"], "query bytes", main_modes),
+        *_r5_table(summary["per_query_bytes"], "query bytes", MAIN_MODES),
         "",
         "### Recall@5 by whether the question names the gold file",
         "",
-        *_r5_table(summary["gold_named"], "gold file", main_modes),
+        *_r5_table(summary["gold_named"], "gold file", MAIN_MODES),
         "",
     ]
     return "\n".join(lines)

@@ -33,6 +33,7 @@ from scipy.special import logsumexp
 
 from bench.swebench_trees import plan_jobs, prepare_history
 from bridge.measure.evaluate import load_questions
+from bridge.measure.intervals import bootstrap_means, listed, markdown_rows
 from index.embed import load_embedder
 from index.ranker import FEATURES, RERANK
 from index.search import Searcher
@@ -110,16 +111,35 @@ def _gold_rank(scores: np.ndarray, gold: np.ndarray) -> int | None:
     return int(np.flatnonzero(gold[order])[0]) + 1
 
 
-def evaluate(samples: Sequence[Sample], weights: Sequence[np.ndarray]) -> dict[str, float]:
-    """Recall@1/5/10 and MRR of each sample ranked by its own weights (a miss: gold not a candidate)."""
+def _values(samples: Sequence[Sample], weights: Sequence[np.ndarray]) -> dict[str, list[float]]:
+    """Per sample ranked by its own weights: whether the gold file is first, in the best 5 or 10, and
+    1 / its rank (0 for a miss: gold not a candidate)."""
     ranks = [_gold_rank(s.features @ w, s.gold) for s, w in zip(samples, weights)]
-    n = max(len(ranks), 1)
     return {
-        "n": len(ranks),
-        "recall_at_1": round(sum(r is not None and r <= 1 for r in ranks) / n, 4),
-        "recall_at_5": round(sum(r is not None and r <= 5 for r in ranks) / n, 4),
-        "recall_at_10": round(sum(r is not None and r <= 10 for r in ranks) / n, 4),
-        "mrr": round(sum(1 / r for r in ranks if r) / n, 4),
+        "recall_at_1": [float(r is not None and r <= 1) for r in ranks],
+        "recall_at_5": [float(r is not None and r <= 5) for r in ranks],
+        "recall_at_10": [float(r is not None and r <= 10) for r in ranks],
+        "mrr": [1 / r if r else 0.0 for r in ranks],
+    }
+
+
+def evaluate(samples: Sequence[Sample], weights: Sequence[np.ndarray]) -> dict[str, float]:
+    """Recall@1/5/10 and MRR of each sample ranked by its own weights."""
+    values = _values(samples, weights)
+    n = max(len(samples), 1)
+    return {"n": len(samples), **{name: round(sum(column) / n, 4) for name, column in values.items()}}
+
+
+def _intervals(samples: Sequence[Sample], in_sample: np.ndarray, loo: Sequence[np.ndarray]) -> dict[str, Any]:
+    """Bootstrap intervals of the in-sample and held-out figures, and of their paired difference."""
+    inside = _values(samples, [in_sample] * len(samples))
+    held = _values(samples, loo)
+    metrics = ("recall_at_1", "recall_at_5", "mrr")
+    return {
+        "intervals": {"in-sample": listed(bootstrap_means({m: inside[m] for m in metrics})),
+                      "LOO": listed(bootstrap_means({m: held[m] for m in metrics}))},
+        "differences": {"LOO - in-sample": listed(bootstrap_means({m: np.subtract(held[m], inside[m])
+                                                                  for m in metrics}))},
     }
 
 
@@ -151,6 +171,7 @@ def report(samples: Sequence[Sample], l2: float, extra: Sequence[Sample] = (),
     out = {"l2": l2, "rerank": RERANK, "extra_pairs": len(extra), "extra_weight": extra_weight,
            "overall": rows(range(len(samples))),
            "groups": {key: rows(idx) for key, idx in sorted(groups.items())},
+           **_intervals(samples, weights, loo),
            "weights": dict(zip(FEATURES, np.round(weights, 5).tolist()))}
     return out, weights
 
@@ -166,6 +187,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {key} | {f['n']} | {f['recall_at_1']:.3f} | {f['recall_at_5']:.3f} | {i['recall_at_1']:.3f} "
                      f"| {i['recall_at_5']:.3f} | {i['mrr']:.3f} | {o['recall_at_1']:.3f} | {o['recall_at_5']:.3f} "
                      f"| {o['mrr']:.3f} |")
+    lines += ["", "95 % intervals (bootstrap over the questions; the difference is paired):", "",
+              *markdown_rows(result["intervals"], result["differences"])]
     return "\n".join(lines) + "\n"
 
 
