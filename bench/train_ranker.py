@@ -8,7 +8,8 @@ For every question it takes the RERANK best files of the fused order with their 
 (`Searcher.file_features`), then fits w so that a softmax over each question's candidates puts
 the gold files first (L2-regularised, L-BFGS from scipy). It reports, for the fused order, the
 model fitted on all questions (in-sample) and, per repository, the model fitted on the other
-eight (leave-one-repository-out, the figure that says how it generalises). `--write` stores the
+eight (leave-one-repository-out, the figure that says how it generalises), each with a 95 %
+bootstrap interval, and the paired interval of the held-out figure's loss. `--write` stores the
 in-sample weights as index/ranker.json, the file the package ships.
 
 No question of another SWE-bench split and no commit after a question's base commit is used:
