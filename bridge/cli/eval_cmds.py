@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ EVAL_MAX_QUERY_BYTES = 64 * 1024
 _METRICS = (("recall@1", "recall_at_1"), ("recall@5", "recall_at_5"), ("recall@10", "recall_at_10"),
             ("MRR", "mrr"), ("nDCG@10", "ndcg_at_10"), ("span recall", "span_recall"),
             ("median ms", "median_latency_ms"))
+_INTERVAL_METRICS = (("recall@1", "recall_at_1"), ("recall@5", "recall_at_5"), ("MRR", "mrr"))
 
 
 def _answers(searcher: Any, questions: Sequence[Any], mode: str, model: Path | None, n_ctx: int | None,
@@ -48,7 +49,29 @@ def _answers(searcher: Any, questions: Sequence[Any], mode: str, model: Path | N
     }
 
 
-def _print(metrics: dict[str, Any], skipped: dict[str, str], answers: dict[str, Any] | None, n: int, k: int) -> None:
+def _intervals(results: Mapping[str, Sequence[Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each mode's recall@1, recall@5 and MRR with a 95 % bootstrap interval, and hybrid's paired
+    gain over each other mode: on a few dozen questions a figure is only known to ±0.1 or so."""
+    from bridge.measure.intervals import difference, intervals, listed
+
+    per_mode = {mode: listed(intervals(found)) for mode, found in results.items()}
+    gains = {f"hybrid - {mode}": listed(difference(results["hybrid"], found))
+             for mode, found in results.items() if mode != "hybrid" and "hybrid" in results}
+    return per_mode, gains
+
+
+def _print_intervals(per_mode: dict[str, Any], gains: dict[str, Any]) -> None:
+    from bridge.measure.intervals import Interval
+
+    console.print("95 % intervals (bootstrap over the questions; a gain is paired):")
+    for name, found in [*per_mode.items(), *gains.items()]:
+        show = Interval.signed if name in gains else Interval.__str__
+        cells = ", ".join(f"{label} {show(Interval(*found[field]))}" for label, field in _INTERVAL_METRICS)
+        console.print(f"  {name.replace(' - ', ' − ')}: {cells}")
+
+
+def _print(metrics: dict[str, Any], intervals: tuple[dict[str, Any], dict[str, Any]], skipped: dict[str, str],
+           answers: dict[str, Any] | None, n: int, k: int) -> None:
     from rich.table import Table
 
     table = Table(show_edge=False, box=None, pad_edge=False)
@@ -63,6 +86,7 @@ def _print(metrics: dict[str, Any], skipped: dict[str, str], answers: dict[str, 
         table.add_row(label, *cells)
     console.print(f"{n} questions; files ranked by first hit among 50 hits, span recall over the first {k} hits")
     console.print(table)
+    _print_intervals(*intervals)
     for mode, why in skipped.items():
         console.print(f"{mode}: skipped ({why})")
     if answers is None:
@@ -108,12 +132,13 @@ def eval_cmd(
     modes = MODES if mode == "all" else (mode,)
     results, skipped = run_modes(searcher, questions, modes, k, skip_missing=mode == "all")
     metrics = {m: aggregate(m, r) for m, r in results.items()}
+    per_mode, gains = _intervals(results)
     checked = None
     if answers:
         checked = _answers(searcher, questions, "hybrid" if mode == "all" else mode, model, n_ctx,
                            snippet_tokens, answer_reserve, quiet=json_out)
     if not json_out:
-        _print(metrics, skipped, checked, len(questions), k)
+        _print(metrics, (per_mode, gains), skipped, checked, len(questions), k)
         return
     per_question = [
         {"id": q.id, **{m: {"ranked_files": list(results[m][i].ranked_files[:10]),
@@ -121,8 +146,8 @@ def eval_cmd(
         for i, q in enumerate(questions)
     ]
     emit_json({"questions_file": str(questions_file), "questions": len(questions), "k": k,
-               "index": searcher.info(), "modes": metrics, "skipped": skipped, "per_question": per_question,
-               "answers": checked})
+               "index": searcher.info(), "modes": metrics, "intervals": per_mode, "differences": gains,
+               "skipped": skipped, "per_question": per_question, "answers": checked})
 
 
 def register(app: typer.Typer) -> None:

@@ -49,6 +49,9 @@ def test_eval_json_scores_files_spans_and_latency(repo: Path, tmp_path: Path) ->
     assert metrics["recall_at_1"] == pytest.approx(2 / 3) and metrics["mrr"] == pytest.approx(2 / 3)
     assert metrics["span_recall"] == pytest.approx(1.0) and metrics["median_latency_ms"] > 0
     assert data["per_question"][0]["lexical"]["ranked_files"][0] == "src/config.py"
+    # Three questions say little: the interval of recall@1 spans from none to all of them.
+    assert data["intervals"]["lexical"]["recall_at_1"] == [pytest.approx(2 / 3), 0.0, 1.0]
+    assert data["differences"] == {}  # no hybrid to compare with
 
 
 def test_mode_all_puts_the_three_modes_side_by_side(repo: Path, tmp_path: Path) -> None:
@@ -57,9 +60,15 @@ def test_mode_all_puts_the_three_modes_side_by_side(repo: Path, tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert list(data["modes"]) == ["hybrid", "lexical", "vector"] and data["skipped"] == {}
+    assert list(data["intervals"]) == ["hybrid", "lexical", "vector"]
+    assert list(data["differences"]) == ["hybrid - lexical", "hybrid - vector"]
+    gain, low, high = data["differences"]["hybrid - lexical"]["mrr"]
+    assert gain == pytest.approx(data["modes"]["hybrid"]["mrr"] - data["modes"]["lexical"]["mrr"], abs=1e-6)
+    assert low <= gain <= high
     human = bridge("eval", str(questions(tmp_path)), "--index-dir", idx, "--mode", "all")
     assert human.returncode == 0 and human.stdout == ""
     assert "recall@5" in human.stderr and "vector" in human.stderr
+    assert "95 % intervals" in human.stderr and "hybrid − lexical: recall@1 " in human.stderr
 
 
 def test_mode_all_skips_the_vector_mode_of_an_index_without_vectors(repo: Path, tmp_path: Path) -> None:
