@@ -34,7 +34,7 @@ from scipy.special import logsumexp
 
 from bench.swebench_trees import plan_jobs, prepare_history
 from bridge.measure.evaluate import load_questions
-from bridge.measure.intervals import bootstrap_means, listed, markdown_rows
+from bridge.measure.intervals import METRICS, bootstrap_means, listed, markdown_rows
 from index.embed import load_embedder
 from index.ranker import FEATURES, RERANK
 from index.search import Searcher
@@ -135,12 +135,11 @@ def _intervals(samples: Sequence[Sample], in_sample: np.ndarray, loo: Sequence[n
     """Bootstrap intervals of the in-sample and held-out figures, and of their paired difference."""
     inside = _values(samples, [in_sample] * len(samples))
     held = _values(samples, loo)
-    metrics = ("recall_at_1", "recall_at_5", "mrr")
     return {
-        "intervals": {"in-sample": listed(bootstrap_means({m: inside[m] for m in metrics})),
-                      "LOO": listed(bootstrap_means({m: held[m] for m in metrics}))},
+        "intervals": {"in-sample": listed(bootstrap_means({m: inside[m] for m in METRICS})),
+                      "LOO": listed(bootstrap_means({m: held[m] for m in METRICS}))},
         "differences": {"LOO - in-sample": listed(bootstrap_means({m: np.subtract(held[m], inside[m])
-                                                                  for m in metrics}))},
+                                                                  for m in METRICS}))},
     }
 
 
