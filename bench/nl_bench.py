@@ -20,7 +20,7 @@ Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fu
 index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The
 second stage was trained on bug reports only, so this set shows whether it costs plain questions.
 Every mode's figures over all the questions come with 95 % bootstrap intervals, and hybrid's gain
-over lexical and vector with paired ones (bridge/measure/intervals.py).
+over each other mode with a paired one (bridge/measure/intervals.py).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from bridge.measure.evaluate import Question, QuestionResult, aggregate, ranked_files
-from bridge.measure.intervals import RESAMPLES, difference, intervals, listed, markdown_rows
+from bridge.measure.intervals import RESAMPLES, markdown_rows, versus
 from index.build import BuildOptions, build_index
 from index.embed import load_embedder
 from index.fill import fill_vectors
@@ -154,11 +154,8 @@ def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log
     every = {mode: [r for rs in by.values() for r in rs] for mode, by in results.items()}
     summary = {mode: {"all": row(every[mode], mode), **{name: row(rs, mode) for name, rs in by.items()}}
                for mode, by in results.items()}
-    return {"summary": summary,
-            "intervals": {mode: listed(intervals(items)) for mode, items in every.items()},
-            "differences": {f"hybrid - {mode}": listed(difference(every["hybrid"], every[mode]))
-                            for mode in ("lexical", "vector")},
-            "ranked": ranked}
+    per_mode, gains = versus(every)
+    return {"summary": summary, "intervals": per_mode, "differences": gains, "ranked": ranked}
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -45,7 +45,7 @@ from bench import paths
 from bench.bm25_files_baseline import build_file_index, rank_files
 from bench.swebench_trees import DONE_MARKER, TreeJob, ensure_corpora, plan_jobs, prepare_history, prepare_indexes
 from bridge.measure.evaluate import ModeMetrics, Question, QuestionResult, aggregate, load_questions, ranked_files
-from bridge.measure.intervals import RESAMPLES, difference, intervals, listed, markdown_rows
+from bridge.measure.intervals import RESAMPLES, markdown_rows, versus
 from index.embed import Embedder, load_embedder
 from index.rank import SIGNALS
 from index.search import MAX_K, Searcher
@@ -165,11 +165,7 @@ def summarize(records: Sequence[Record]) -> dict[str, Any]:
                for name in ("recall_at_1", "recall_at_5", "recall_at_10", "mrr")}
         for mode in MODES
     }
-    summary["intervals"] = {mode: listed(intervals(_results(mode, records))) for mode in MAIN_MODES}
-    summary["differences"] = {
-        f"hybrid - {mode}": listed(difference(_results("hybrid", records), _results(mode, records)))
-        for mode in MAIN_MODES if mode != "hybrid"
-    }
+    summary["intervals"], summary["differences"] = versus({mode: _results(mode, records) for mode in MAIN_MODES})
     best = max(SINGLE, key=lambda m: summary["overall"][m]["recall_at_5"])
     summary["targets"] = {
         "hybrid_recall_at_5": summary["overall"]["hybrid"]["recall_at_5"],

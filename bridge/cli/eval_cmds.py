@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ EVAL_MAX_QUERY_BYTES = 64 * 1024
 _METRICS = (("recall@1", "recall_at_1"), ("recall@5", "recall_at_5"), ("recall@10", "recall_at_10"),
             ("MRR", "mrr"), ("nDCG@10", "ndcg_at_10"), ("span recall", "span_recall"),
             ("median ms", "median_latency_ms"))
-_INTERVAL_METRICS = (("recall@1", "recall_at_1"), ("recall@5", "recall_at_5"), ("MRR", "mrr"))
 
 
 def _answers(searcher: Any, questions: Sequence[Any], mode: str, model: Path | None, n_ctx: int | None,
@@ -49,24 +48,13 @@ def _answers(searcher: Any, questions: Sequence[Any], mode: str, model: Path | N
     }
 
 
-def _intervals(results: Mapping[str, Sequence[Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Each mode's recall@1, recall@5 and MRR with a 95 % bootstrap interval, and hybrid's paired
-    gain over each other mode: on a few dozen questions a figure is only known to ±0.1 or so."""
-    from bridge.measure.intervals import difference, intervals, listed
-
-    per_mode = {mode: listed(intervals(found)) for mode, found in results.items()}
-    gains = {f"hybrid - {mode}": listed(difference(results["hybrid"], found))
-             for mode, found in results.items() if mode != "hybrid" and "hybrid" in results}
-    return per_mode, gains
-
-
 def _print_intervals(per_mode: dict[str, Any], gains: dict[str, Any]) -> None:
     from bridge.measure.intervals import Interval
 
     console.print("95 % intervals (bootstrap over the questions; a gain is paired):")
     for name, found in [*per_mode.items(), *gains.items()]:
         show = Interval.signed if name in gains else Interval.__str__
-        cells = ", ".join(f"{label} {show(Interval(*found[field]))}" for label, field in _INTERVAL_METRICS)
+        cells = ", ".join(f"{label} {show(Interval(*found[field]))}" for label, field in _METRICS if field in found)
         console.print(f"  {name.replace(' - ', ' − ')}: {cells}")
 
 
@@ -114,6 +102,7 @@ def eval_cmd(
 ) -> None:
     """Score retrieval on a questions file: recall@1/5/10, MRR, nDCG@10, span recall, latency."""
     from bridge.measure.evaluate import aggregate, load_questions
+    from bridge.measure.intervals import versus
     from bridge.measure.runs import run_modes
     from index.search import Searcher
     from index.types import MODES
@@ -132,7 +121,7 @@ def eval_cmd(
     modes = MODES if mode == "all" else (mode,)
     results, skipped = run_modes(searcher, questions, modes, k, skip_missing=mode == "all")
     metrics = {m: aggregate(m, r) for m, r in results.items()}
-    per_mode, gains = _intervals(results)
+    per_mode, gains = versus(results)
     checked = None
     if answers:
         checked = _answers(searcher, questions, "hybrid" if mode == "all" else mode, model, n_ctx,

@@ -20,7 +20,7 @@ from bridge.measure.evaluate import QuestionResult, recall_at, reciprocal_rank
 
 __all__ = [
     "LEVEL", "METRICS", "RESAMPLES", "Interval", "bootstrap_means", "difference", "intervals", "listed",
-    "markdown_rows", "metric_values",
+    "markdown_rows", "metric_values", "versus",
 ]
 
 RESAMPLES = 10_000  # 20 seeds at 140 questions: the ends moved by at most one question (1/140)
@@ -96,6 +96,16 @@ def difference(a: Sequence[QuestionResult], b: Sequence[QuestionResult]) -> dict
         raise ValueError("a paired difference needs the same questions in the same order")
     values_a, values_b = metric_values(a), metric_values(b)
     return bootstrap_means({name: np.subtract(values_a[name], values_b[name]) for name in values_a})
+
+
+def versus(results: Mapping[str, Sequence[QuestionResult]], base: str = "hybrid"
+           ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, list[float]]]]:
+    """`listed` intervals of every mode, and of `base` − each other mode (keys "base - mode"; none
+    without `base`), for a report's JSON and `markdown_rows`."""
+    per_mode = {mode: listed(intervals(found)) for mode, found in results.items()}
+    gains = {f"{base} - {mode}": listed(difference(results[base], found))
+             for mode, found in results.items() if mode != base and base in results}
+    return per_mode, gains
 
 
 def listed(found: Mapping[str, Interval]) -> dict[str, list[float]]:

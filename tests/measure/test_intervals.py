@@ -5,7 +5,7 @@ import math
 import pytest
 
 from bridge.measure.evaluate import Question, QuestionResult, aggregate
-from bridge.measure.intervals import bootstrap_means, difference, intervals
+from bridge.measure.intervals import bootstrap_means, difference, intervals, versus
 
 
 def result(number: int, ranked: tuple[str, ...]) -> QuestionResult:
@@ -85,3 +85,12 @@ def test_an_interval_prints_as_the_figure_and_its_bounds() -> None:
     assert str(got).startswith("0.750 [")
     assert got.signed().startswith("+0.750 [+")
     assert all(math.isfinite(x) for x in got.as_list())
+
+
+def test_modes_are_set_against_hybrid_and_without_hybrid_against_nothing() -> None:
+    found = {"hybrid": results(3, 0, 1), "lexical": results(1, 2, 1), "vector": results(0, 0, 4)}
+    per_mode, gains = versus(found)
+    assert list(per_mode) == ["hybrid", "lexical", "vector"]
+    assert list(gains) == ["hybrid - lexical", "hybrid - vector"]
+    assert gains["hybrid - lexical"]["recall_at_1"][0] == 0.5
+    assert versus({"lexical": found["lexical"]})[1] == {}
