@@ -5,16 +5,16 @@
 
 bench/data/nl_questions.jsonl holds questions written by reading the code of CPython's asyncio
 package, httpx (an installed dependency) and this repository, in words a user would use rather
-than the code's own names; each names its gold file relative to its codebase. asyncio and httpx
-are found where Python imports them from. This repository is read at BRIDGE_COMMIT, the commit
-whose code its questions were written against (a clone of this checkout, with its git history):
-indexed live, its later refactors moved gold files away and new files joined the competition, so
-the figures drifted from one session to the next. `--root NAME=PATH` points a codebase elsewhere.
-A gold file that the indexed codebase lacks is an error, not a silent miss. asyncio and httpx are copied first (Python files
-only) so that the index sees them as plain folders. `--embedder` picks the vectors: `minilm` (the
-product's default) or `static` (the fast distilled one, as bench.swebench uses). `--keep` updates
-the indexes of an earlier run in the same --work folder instead of rebuilding them (re-embedding only
-what changed).
+than the code's own names; each names its gold file relative to its codebase. A codebase other
+than this repository is the package of that name where Python imports it from (asyncio, httpx),
+copied first (Python files only) so that the index sees it as a plain folder. This repository is
+read at BRIDGE_COMMIT, the commit whose code its questions were written against (a clone of this
+checkout, with its git history): indexed live, its later refactors moved gold files away and new
+files joined the competition, so the figures drifted from one session to the next. `--root
+NAME=PATH` points a codebase elsewhere. A gold file that the indexed codebase lacks is an error,
+not a silent miss. `--embedder` picks the vectors: `minilm` (the product's default) or `static`
+(the fast distilled one, as bench.swebench uses). `--keep` updates the indexes of an earlier run in
+the same --work folder instead of rebuilding them (re-embedding only what changed).
 
 Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fusion of
 index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The
@@ -26,7 +26,7 @@ over each other mode with a paired one (bridge/measure/intervals.py).
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -36,8 +36,6 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from bridge.measure.evaluate import Question, QuestionResult, aggregate, ranked_files
 from bridge.measure.intervals import RESAMPLES, markdown_rows, versus
@@ -61,8 +59,13 @@ class BenchError(Exception):
     """A codebase that cannot be read as the questions expect it; the message says what to do."""
 
 
-def _default_roots() -> dict[str, Path]:
-    return {"asyncio": Path(asyncio.__file__).parent, "httpx": Path(httpx.__file__).parent}
+def installed_package(name: str) -> Path:
+    """The folder Python imports package `name` from (asyncio from the standard library, httpx or
+    any other installed package)."""
+    spec = importlib.util.find_spec(name) if name.isidentifier() else None
+    if spec is None or not spec.submodule_search_locations:
+        raise BenchError(f"no package {name!r} to read: install it, or point --root {name}=PATH at its code")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def pinned_checkout(repo: Path, commit: str, target: Path) -> Path:
@@ -126,12 +129,12 @@ def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log
     ranked: dict[str, dict[str, list[str]]] = {}
     for name in sorted({q["codebase"] for q in questions}):
         source = work / "src" / name
-        if name in roots and name == "bridge":
-            root = roots[name]
-        elif name == "bridge":
-            root = pinned_checkout(REPO, BRIDGE_COMMIT, source)
+        if name == "bridge":
+            root = roots.get(name) or pinned_checkout(REPO, BRIDGE_COMMIT, source)
+        elif keep and source.is_dir():
+            root = source
         else:
-            root = source if keep and source.is_dir() else _copy_python(roots[name], source)
+            root = _copy_python(roots.get(name) or installed_package(name), source)
         index_dir = work / "indexes" / name
         build_index(root, index_dir, BuildOptions(_selection(name, root, questions_file), embedder=embedder_spec,
                                                  rebuild=not keep))
@@ -182,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="update the indexes of an earlier run in --work")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    roots = _default_roots()
+    roots: dict[str, Path] = {}
     for item in args.root:
         name, _, path = item.partition("=")
         roots[name] = Path(path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.nl_bench import BRIDGE_COMMIT, REPO, BenchError, check_gold, pinned_checkout
+from bench.nl_bench import BRIDGE_COMMIT, REPO, BenchError, check_gold, installed_package, pinned_checkout
 from tests.support.git import commit, git, printer_repo
 
 
@@ -45,6 +45,17 @@ def test_a_gold_file_the_codebase_lacks_is_an_error_naming_it() -> None:
     check_gold(questions, "demo", {"pkg/a.py", "pkg/gone.py"})
     with pytest.raises(BenchError, match="demo lacks gold file\\(s\\) pkg/gone.py"):
         check_gold(questions, "demo", {"pkg/a.py"})
+
+
+def test_a_codebase_without_a_root_is_the_installed_package_of_that_name() -> None:
+    assert (installed_package("json") / "decoder.py").is_file()
+    assert (installed_package("httpx") / "_client.py").is_file()
+
+
+def test_a_codebase_that_is_no_installed_package_is_an_error_that_says_what_to_do() -> None:
+    for name in ("no_such_package_here", "json.decoder", "not a name"):
+        with pytest.raises(BenchError, match=f"install it, or point --root {name}=PATH"):
+            installed_package(name)
 
 
 def test_every_bridge_gold_file_exists_at_the_pinned_commit() -> None:
