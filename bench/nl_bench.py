@@ -1,4 +1,4 @@
-"""Natural-language questions about three public codebases: hybrid vs lexical vs vector, file level.
+"""Natural-language questions about public codebases: hybrid vs lexical vs vector, file level.
 
     python -m bench.nl_bench [--questions bench/data/nl_questions.jsonl] [--work DIR] [--out-dir DIR]
                              [--root NAME=PATH ...] [--embedder minilm|static] [--keep]
@@ -15,6 +15,14 @@ NAME=PATH` points a codebase elsewhere. A gold file that the indexed codebase la
 not a silent miss. `--embedder` picks the vectors: `minilm` (the product's default) or `static`
 (the fast distilled one, as bench.swebench uses). `--keep` updates the indexes of an earlier run in
 the same --work folder instead of rebuilding them (re-embedding only what changed).
+
+Two more sets, written the same way by reading code the project had never been tuned on (20
+questions per codebase, each committed before its first run), say how far the first set's figures
+carry: bench/data/nl_questions_2.jsonl (click 8.5.1, rich 15.0.0, starlette 1.10.0; run once as
+written, then used to study one-line fusion) and bench/data/nl_questions_3.jsonl (jinja2 3.1.6,
+uvicorn 0.55.0, anyio 4.16.0; held out). Their codebases are installed dependencies, so a release
+that moves a gold file stops the run with the gold-file error above; the versions above are the ones written
+against (`pip install PACKAGE==VERSION` into another folder and `--root NAME=PATH` to match).
 
 Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fusion of
 index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The

@@ -67,3 +67,16 @@ def test_every_bridge_gold_file_exists_at_the_pinned_commit() -> None:
     lines = (REPO / "bench" / "data" / "nl_questions.jsonl").read_text(encoding="utf-8").splitlines()
     questions = [json.loads(line) for line in lines if line.strip()]
     check_gold(questions, "bridge", tree)
+
+
+@pytest.mark.parametrize("name", ["nl_questions.jsonl", "nl_questions_2.jsonl", "nl_questions_3.jsonl"])
+def test_every_natural_language_set_names_one_readable_codebase_and_python_gold_files_per_question(name: str) -> None:
+    lines = (REPO / "bench" / "data" / name).read_text(encoding="utf-8").splitlines()
+    questions = [json.loads(line) for line in lines if line.strip()]
+    assert len(questions) >= 60
+    assert len({q["id"] for q in questions}) == len(questions)
+    for q in questions:
+        assert q["id"].startswith(q["codebase"] + "-") and q["query"].strip()
+        assert q["gold_files"] and all(g.endswith(".py") and not g.startswith("/") for g in q["gold_files"])
+    for codebase in {q["codebase"] for q in questions} - {"bridge"}:
+        assert installed_package(codebase).is_dir()
