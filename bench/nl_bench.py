@@ -21,8 +21,8 @@ questions per codebase, each committed before its first run), say how far the fi
 carry: bench/data/nl_questions_2.jsonl (click 8.5.1, rich 15.0.0, starlette 1.10.0; run once as
 written, then used to study one-line fusion) and bench/data/nl_questions_3.jsonl (jinja2 3.1.6,
 uvicorn 0.55.0, anyio 4.16.0; held out). Their codebases are installed dependencies, so a release
-that moves a gold file stops the run with the gold-file error above; the versions above are the ones written
-against (`pip install PACKAGE==VERSION` into another folder and `--root NAME=PATH` to match).
+that moves a gold file stops the run with the gold-file error above; those are the versions the
+questions were written against (install them into another folder and pass `--root NAME=PATH`).
 
 Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fusion of
 index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The
