@@ -1,6 +1,6 @@
 """Natural-language questions about public codebases: hybrid vs lexical vs vector, file level.
 
-    python -m bench.nl_bench [--questions bench/data/nl_questions.jsonl] [--work DIR] [--out-dir DIR]
+    python -m bench.nl_bench [--questions FILE ...] [--work DIR] [--out-dir DIR]
                              [--root NAME=PATH ...] [--embedder minilm|static] [--keep]
 
 bench/data/nl_questions.jsonl holds questions written by reading the code of CPython's asyncio
@@ -23,6 +23,8 @@ written, then used to study one-line fusion) and bench/data/nl_questions_3.jsonl
 uvicorn 0.55.0, anyio 4.16.0; held out). Their codebases are installed dependencies, so a release
 that moves a gold file stops the run with the gold-file error above; those are the versions the
 questions were written against (install them into another folder and pass `--root NAME=PATH`).
+`--questions` takes several files and measures them as one set (`--questions
+bench/data/nl_questions_2.jsonl bench/data/nl_questions_3.jsonl`: the 120 fresh questions).
 
 Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fusion of
 index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The
@@ -40,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -120,18 +123,28 @@ def _rank(searcher: Searcher, query: str, mode: str) -> tuple[list[str], float]:
     return files, (time.perf_counter() - started) * 1000
 
 
-def _selection(name: str, root: Path, questions_file: Path) -> Selection:
-    """Leave the questions file out of a codebase that holds it (this repository, live or pinned):
-    it repeats every question word for word."""
-    home = REPO if name == "bridge" else root
-    try:
-        return Selection(exclude=(questions_file.resolve().relative_to(home.resolve()).as_posix(), "bench/out/"))
-    except ValueError:
-        return Selection()
+def index_selection(name: str, root: Path, questions_files: Sequence[Path]) -> Selection:
+    """Leave the questions files out of a codebase that holds them (this repository, live or
+    pinned): they repeat every question word for word."""
+    home = (REPO if name == "bridge" else root).resolve()
+    inside = [f.resolve().relative_to(home).as_posix() for f in questions_files if f.resolve().is_relative_to(home)]
+    return Selection(exclude=(*inside, "bench/out/")) if inside else Selection()
+
+
+def load_sets(files: Sequence[Path]) -> list[dict[str, Any]]:
+    """The questions of every file, in order; an id asked twice is an error (the ranked lists and
+    the paired intervals are kept per id)."""
+    questions = [json.loads(line) for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    twice = sorted(i for i, n in Counter(q["id"] for q in questions).items() if n > 1)
+    if twice:
+        more = f" and {len(twice) - 3} more" if len(twice) > 3 else ""
+        raise BenchError(f"question id(s) {', '.join(twice[:3])}{more} asked more than once: give each set once")
+    return questions
 
 
 def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log: Any,
-        questions_file: Path = DEFAULT_QUESTIONS, embedder_spec: str = "minilm", keep: bool = False) -> dict[str, Any]:
+        questions_files: Sequence[Path] = (DEFAULT_QUESTIONS,), embedder_spec: str = "minilm",
+        keep: bool = False) -> dict[str, Any]:
     embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models")
     results: dict[str, dict[str, list[QuestionResult]]] = {}
     ranked: dict[str, dict[str, list[str]]] = {}
@@ -144,7 +157,7 @@ def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log
         else:
             root = _copy_python(roots.get(name) or installed_package(name), source)
         index_dir = work / "indexes" / name
-        build_index(root, index_dir, BuildOptions(_selection(name, root, questions_file), embedder=embedder_spec,
+        build_index(root, index_dir, BuildOptions(index_selection(name, root, questions_files), embedder=embedder_spec,
                                                  rebuild=not keep))
         fill_vectors(index_dir, embedder=embedder)
         searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder)
@@ -185,7 +198,8 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument("--questions", type=Path, nargs="+", default=[DEFAULT_QUESTIONS],
+                        help="one or more questions files, measured together")
     parser.add_argument("--work", type=Path, default=default_home() / "bench" / "nl")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--root", action="append", default=[], help="NAME=PATH: where a codebase is")
@@ -201,9 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"{time.perf_counter() - started:7.1f}s {message}", file=sys.stderr, flush=True)
 
-    questions = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
     try:
-        result = run(questions, roots, args.work, log, args.questions, args.embedder, args.keep)
+        result = run(load_sets(args.questions), roots, args.work, log, args.questions, args.embedder, args.keep)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.nl_bench import BRIDGE_COMMIT, REPO, BenchError, check_gold, installed_package, pinned_checkout
+from bench.nl_bench import BRIDGE_COMMIT, REPO, BenchError, check_gold, index_selection, installed_package, load_sets, pinned_checkout
+from index.types import Selection
 from tests.support.git import commit, git, printer_repo
 
 
@@ -80,3 +81,20 @@ def test_every_natural_language_set_names_one_readable_codebase_and_python_gold_
         assert q["gold_files"] and all(g.endswith(".py") and not g.startswith("/") for g in q["gold_files"])
     for codebase in {q["codebase"] for q in questions} - {"bridge"}:
         assert installed_package(codebase).is_dir()
+
+
+def test_several_sets_are_read_as_one_and_an_id_asked_twice_is_an_error(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text('{"id": "x-1", "codebase": "x", "query": "q", "gold_files": ["a.py"]}\n\n', encoding="utf-8")
+    second.write_text('{"id": "y-1", "codebase": "y", "query": "q", "gold_files": ["b.py"]}\n', encoding="utf-8")
+    assert [q["id"] for q in load_sets([first, second])] == ["x-1", "y-1"]
+    with pytest.raises(BenchError, match="x-1 asked more than once"):
+        load_sets([first, second, first])
+
+
+def test_the_questions_files_inside_a_codebase_are_left_out_of_its_index(tmp_path: Path) -> None:
+    (tmp_path / "sets").mkdir()
+    inside, outside = tmp_path / "sets" / "q.jsonl", REPO / "bench" / "data" / "nl_questions.jsonl"
+    assert index_selection("demo", tmp_path, [inside, outside]).exclude == ("sets/q.jsonl", "bench/out/")
+    assert index_selection("demo", tmp_path / "sets", [outside]) == Selection()
+    assert "bench/data/nl_questions.jsonl" in index_selection("bridge", tmp_path, [outside]).exclude
