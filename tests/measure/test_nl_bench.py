@@ -70,7 +70,7 @@ def test_every_bridge_gold_file_exists_at_the_pinned_commit() -> None:
     check_gold(questions, "bridge", tree)
 
 
-@pytest.mark.parametrize("name", ["nl_questions.jsonl", "nl_questions_2.jsonl", "nl_questions_3.jsonl"])
+@pytest.mark.parametrize("name", ["nl_questions.jsonl", "nl_questions_2.jsonl", "nl_questions_3.jsonl", "nl_questions_4.jsonl"])
 def test_every_natural_language_set_names_one_readable_codebase_and_python_gold_files_per_question(name: str) -> None:
     lines = (REPO / "bench" / "data" / name).read_text(encoding="utf-8").splitlines()
     questions = [json.loads(line) for line in lines if line.strip()]
