@@ -16,15 +16,16 @@ not a silent miss. `--embedder` picks the vectors: `minilm` (the product's defau
 (the fast distilled one, as bench.swebench uses). `--keep` updates the indexes of an earlier run in
 the same --work folder instead of rebuilding them (re-embedding only what changed).
 
-Two more sets, written the same way by reading code the project had never been tuned on (20
-questions per codebase, each committed before its first run), say how far the first set's figures
-carry: bench/data/nl_questions_2.jsonl (click 8.5.1, rich 15.0.0, starlette 1.10.0; run once as
-written, then used to study one-line fusion) and bench/data/nl_questions_3.jsonl (jinja2 3.1.6,
-uvicorn 0.55.0, anyio 4.16.0; held out). Their codebases are installed dependencies, so a release
+Three more sets, written the same way by reading code the project had never been tuned on (20
+questions per codebase, each set committed before its first run), say how far the first set's
+figures carry: bench/data/nl_questions_2.jsonl (click 8.5.1, rich 15.0.0, starlette 1.10.0),
+nl_questions_3.jsonl (jinja2 3.1.6, uvicorn 0.55.0, anyio 4.16.0) and nl_questions_4.jsonl
+(markdown-it-py 4.3.0, packaging 26.4, tqdm 4.70.1); bench/RESULTS.md (sixteenth pass) says which
+of them later choices were weighed on. Their codebases are installed dependencies, so a release
 that moves a gold file stops the run with the gold-file error above; those are the versions the
 questions were written against (install them into another folder and pass `--root NAME=PATH`).
 `--questions` takes several files and measures them as one set (`--questions
-bench/data/nl_questions_2.jsonl bench/data/nl_questions_3.jsonl`: the 120 fresh questions).
+bench/data/nl_questions_{2,3,4}.jsonl`: the 180 fresh questions).
 
 Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fusion of
 index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The
