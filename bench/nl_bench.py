@@ -128,7 +128,8 @@ def index_selection(name: str, root: Path, questions_files: Sequence[Path]) -> S
     """Leave the questions files out of a codebase that holds them (this repository, live or
     pinned): they repeat every question word for word."""
     home = (REPO if name == "bridge" else root).resolve()
-    inside = [f.resolve().relative_to(home).as_posix() for f in questions_files if f.resolve().is_relative_to(home)]
+    resolved = [f.resolve() for f in questions_files]
+    inside = [f.relative_to(home).as_posix() for f in resolved if f.is_relative_to(home)]
     return Selection(exclude=(*inside, "bench/out/")) if inside else Selection()
 
 

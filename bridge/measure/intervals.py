@@ -77,12 +77,11 @@ def bootstrap_means(columns: Mapping[str, Sequence[float] | np.ndarray], *, resa
 
 def metric_values(results: Sequence[QuestionResult]) -> dict[str, list[float]]:
     """Per question, the recall@1, recall@5 and reciprocal rank that `aggregate` averages."""
-    values = {
+    return {
         "recall_at_1": [recall_at(r.ranked_files, r.question.gold_files, 1) for r in results],
         "recall_at_5": [recall_at(r.ranked_files, r.question.gold_files, 5) for r in results],
         "mrr": [reciprocal_rank(r.ranked_files, r.question.gold_files) for r in results],
     }
-    return {name: values[name] for name in METRICS}
 
 
 def intervals(results: Sequence[QuestionResult]) -> dict[str, Interval]:
