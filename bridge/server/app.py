@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,6 +206,28 @@ def _uvicorn_server(app: Any) -> Any:
     return uvicorn.Server(config)
 
 
+
+@contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """SIGTERM (a service manager's or an MCP client's way to stop a server) ends it as Ctrl-C does:
+    the watchers stop, the indexes and the audit log close, and the process exits 143. Without this,
+    uvicorn re-raises SIGTERM after its own shutdown with the default action, which kills the process
+    before `Service.close` and makes multiprocessing's resource tracker print a warning about
+    "leaked semaphore objects" on every stop. Signals can be set only from the main thread; a
+    server started on another one (`start_background`) is stopped with `stop()` instead."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
 def serve_http(
     options: ServeOptions,
     on_event: EventFn = lambda *_: None,
@@ -221,7 +245,8 @@ def serve_http(
     try:
         server = _uvicorn_server(http_app(build_server(service), options))
         on_ready(url_for(options.host, sock.getsockname()[1], options.path), service)
-        server.run(sockets=[sock])
+        with _sigterm_exits():
+            server.run(sockets=[sock])
     finally:
         sock.close()
         service.close()
@@ -238,7 +263,8 @@ def serve_stdio(
     try:
         server = build_server(service)
         on_ready(service)
-        server.run("stdio")
+        with _sigterm_exits():
+            server.run("stdio")
     finally:
         service.close()
 
