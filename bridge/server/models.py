@@ -48,7 +48,8 @@ class IndexInfoModel(BaseModel):
     chunks: int
     embedded_chunks: int
     built_at: str = Field(description="ISO 8601 time the searched index generation was built.")
-    stale_files: int = Field(description="Indexed files changed or gone on disk since built_at.")
+    stale_files: int = Field(description="Indexed files changed or gone on disk since built_at, "
+                             "as counted a few seconds ago at most (index_status counts now).")
 
 
 class SearchCodeResult(BaseModel):

@@ -168,7 +168,7 @@ def index_status(repo: Repo) -> IndexStatusResult:
         repo.searcher.refresh()
     except StoreUnavailable as exc:  # Milvus went away: say so, with what was last read from it
         unreachable = str(exc)
-    info = repo.searcher.info()
+    info = repo.searcher.info(fresh=True)
     state = repo.status()
     history = repo.searcher.history()
     return IndexStatusResult(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,30 @@ def test_results_count_files_changed_on_disk_since_the_build(repo: Path, tmp_pat
     (repo / "README.md").unlink()
     result = Searcher(tmp_path / "idx").search("config", mode="lexical")
     assert result.index.stale_files == 2
+
+
+def test_a_search_reuses_the_stale_count_and_recounts_it_in_the_background(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    searcher = Searcher(tmp_path / "idx")
+    assert searcher.info().stale_files == 0  # the first count of a generation is made at once
+    (repo / "README.md").unlink()
+    assert searcher.info().stale_files == 0  # younger than the reuse time: not counted again
+    monkeypatch.setattr("index.search._STALE_TTL", 0.0)
+    assert searcher.info().stale_files == 0  # too old: returned as it is while a recount starts
+    deadline = time.monotonic() + 10
+    while searcher.info().stale_files != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert searcher.info().stale_files == 1
+
+
+def test_a_fresh_status_counts_stale_files_now(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, tmp_path / "idx", LEXICAL)
+    searcher = Searcher(tmp_path / "idx")
+    assert searcher.info().stale_files == 0
+    (repo / "README.md").unlink()
+    assert searcher.info(fresh=True).stale_files == 1
 
 
 def test_a_hit_whose_file_changed_or_went_since_the_build_says_so_and_what_to_run(repo: Path, tmp_path: Path) -> None:
