@@ -11,6 +11,7 @@ import numpy as np
 
 from index.discover import stat_signature
 from index.filescores import FileScores
+from index.question import Frame
 from index.rank import FileEvidence
 from index.store import FileEntry
 from index.tokenize import estimate_tokens
@@ -22,18 +23,18 @@ _GONE = "deleted since indexing: run `bridge index` (MCP: refresh_index) to drop
 _CHANGED = "changed since indexing, so these lines may have moved: run `bridge index` (MCP: refresh_index)"
 
 
-def frame_functions(files: FileEvidence, frames: Sequence[tuple[str, str]]) -> dict[int, str]:
-    """File number -> the function that the deepest traceback frame in that file names."""
-    out: dict[int, str] = {}
-    for path, function in frames:  # outermost first: a deeper frame in the same file wins
-        if (f := files.file_named(path)) is not None:
-            out[f] = function
+def frame_functions(files: FileEvidence, frames: Sequence[Frame]) -> dict[int, Frame]:
+    """File number -> the deepest traceback frame in that file."""
+    out: dict[int, Frame] = {}
+    for frame in frames:  # outermost first: a deeper frame in the same file wins
+        if (f := files.file_named(frame.path)) is not None:
+            out[f] = frame
     return out
 
 
 def files_first(
     files: FileEvidence, file_score: FileScores, scores: np.ndarray, order: list[int], fused: dict[int, float], k: int,
-    functions: Mapping[int, str] | None = None, read: Callable[[list[int]], Mapping[int, Chunk]] | None = None,
+    functions: Mapping[int, Frame] | None = None, read: Callable[[list[int]], Mapping[int, Chunk]] | None = None,
 ) -> tuple[list[int], dict[int, float]]:
     """The best chunk of each of the k best files, by file score; then the other chunks, scored lower.
 
@@ -41,7 +42,10 @@ def files_first(
     not every file with evidence; more are taken only when those run out. A file a traceback frame
     names (`functions`, from frame_functions) answers with that function's chunk when it has one
     (`read` gets chunks by id): the report's words pick any chunk of a big file, often an unrelated
-    one (a QA run: requests' `get_redirect_target` for a traceback through `Session.request`)."""
+    one (a QA run: requests' `get_redirect_target` for a traceback through `Session.request`). Of a
+    long function's chunks, the one holding the line the traceback quotes is shown: the report's
+    words favour its docstring (flask's `Blueprint.register`, 106 lines, for a `raise ValueError(`
+    near its middle)."""
     best_chunk: dict[int, int] = {}
     for cid in order:
         best_chunk.setdefault(int(files.chunk_file[cid]), cid)
@@ -71,12 +75,19 @@ def files_first(
     return sorted(chosen, key=lambda c: (-chosen[c], c)), chosen
 
 
-def _function_chunk(chunks: Mapping[int, Chunk], function: str, scores: np.ndarray) -> int | None:
-    """Of a file's chunks, the best-scored one of `function` (a long function has several)."""
-    mine = [cid for cid, c in chunks.items() if c.symbol and c.symbol.rsplit(".", 1)[-1] == function]
+def _function_chunk(chunks: Mapping[int, Chunk], frame: Frame, scores: np.ndarray) -> int | None:
+    """Of a file's chunks, the best-scored one of the frame's function (a long function has
+    several), among those holding the frame's quoted line when any does."""
+    mine = [cid for cid, c in chunks.items() if c.symbol and c.symbol.rsplit(".", 1)[-1] == frame.function]
+    if frame.source:
+        mine = [cid for cid in mine if _holds_line(chunks[cid].text, frame.source)] or mine
     if not mine:
         return None
     return max(mine, key=lambda cid: (float(scores[cid]) if len(scores) else 0.0, -cid))
+
+
+def _holds_line(text: str, line: str) -> bool:
+    return line in text and any(own.strip() == line for own in text.splitlines())
 
 
 def merge_hits(hits: list[Hit]) -> list[Hit]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["QueryClues", "as_text", "extract_clues", "title_of", "traceback_frames"]
+__all__ = ["Frame", "QueryClues", "as_text", "extract_clues", "title_of", "traceback_frames"]
 
 # A path is looked for only at the start of each run of path characters: searched anywhere, the
 # pattern backtracks cubically on a long run without a dot (4 KB of one word took 50 s).
@@ -25,7 +26,10 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\(")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE = re.compile(r"`[^`\n]+`")
-_FRAME = re.compile(r'^\s*File "([^"\n]+)", line \d+, in ([A-Za-z_]\w*)', re.MULTILINE)
+# A frame, then the source line Python prints under it when it has the file (indented, not the next frame).
+_FRAME = re.compile(
+    r'^\s*File "([^"\n]+)", line \d+, in ([A-Za-z_]\w*)[^\n]*(?:\n[ \t]+(?!File ")(\S[^\n]*))?', re.MULTILINE
+)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
 
@@ -70,7 +74,19 @@ def title_of(query: str) -> str | None:
     return lines[0] if len(lines) > 1 else None
 
 
-def traceback_frames(query: str) -> tuple[tuple[str, str], ...]:
-    """(path, function) of every Python traceback frame the question quotes, outermost first
+class Frame(NamedTuple):
+    """One frame of a quoted Python traceback: `File "PATH", line N, in FUNCTION`, then `source`, the
+    line of code Python printed under it (stripped; None when the traceback has none)."""
+
+    path: str
+    function: str
+    source: str | None = None
+
+
+def traceback_frames(query: str) -> tuple[Frame, ...]:
+    """Every Python traceback frame the question quotes, outermost first
     (`File "/site-packages/pkg/mod.py", line 12, in parse`); module-level frames are left out."""
-    return tuple((m.group(1).replace("\\", "/"), m.group(2)) for m in _FRAME.finditer(query))
+    return tuple(
+        Frame(m.group(1).replace("\\", "/"), m.group(2), m.group(3).strip() if m.group(3) else None)
+        for m in _FRAME.finditer(query)
+    )

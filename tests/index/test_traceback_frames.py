@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from index.build import BuildOptions, build_index
-from index.question import traceback_frames
+from index.question import Frame, traceback_frames
 from index.search import Searcher
 
 SESSIONS = '''"""Sessions."""
@@ -38,9 +38,24 @@ ValueError: invalid header value
 
 
 def test_traceback_frames_are_read_outermost_first_without_module_frames() -> None:
-    assert traceback_frames(REPORT) == (("/usr/lib/python3/site-packages/pkg/sessions.py", "send_request"),)
+    assert traceback_frames(REPORT) == (Frame("/usr/lib/python3/site-packages/pkg/sessions.py", "send_request"),)
     windows = 'File "C:\\py\\pkg\\api.py", line 3, in get\n  File "C:\\py\\pkg\\sessions.py", line 9, in send\n'
-    assert traceback_frames(windows) == (("C:/py/pkg/api.py", "get"), ("C:/py/pkg/sessions.py", "send"))
+    assert traceback_frames(windows) == (Frame("C:/py/pkg/api.py", "get"), Frame("C:/py/pkg/sessions.py", "send"))
+
+
+def test_a_frame_keeps_the_line_of_code_printed_under_it() -> None:
+    quoted = (
+        'Traceback (most recent call last):\n'
+        '  File "/srv/app.py", line 4, in main\n'
+        '    run(config)\n'
+        '  File "/venv/pkg/runner.py", line 88, in run\n'
+        '    raise ValueError(\n'
+        '    ^^^^^^^^^^^^^^^^^\n'
+        'ValueError: no such stage\n'
+    )
+    assert traceback_frames(quoted) == (
+        Frame("/srv/app.py", "main", "run(config)"), Frame("/venv/pkg/runner.py", "run", "raise ValueError("),
+    )
 
 
 def test_the_hit_of_a_file_a_traceback_names_is_the_function_it_names(tmp_path: Path) -> None:
@@ -54,3 +69,41 @@ def test_the_hit_of_a_file_a_traceback_names_is_the_function_it_names(tmp_path: 
     assert without.path == "pkg/sessions.py" and without.symbol == "redirect_target"
     hit = searcher.search(REPORT, k=1, mode="hybrid").hits[0]
     assert hit.path == "pkg/sessions.py" and hit.symbol == "send_request"
+
+
+RUNNER = (
+    '"""Stages."""\n\n\n'
+    "def run(config):\n"
+    '    """Run every stage of the config in order.\n\n'
+    + "".join(f"    A stage named in the config runs after the stages before it, step {i}.\n" for i in range(40))
+    + '    """\n'
+    "    for stage in config.stages:\n"
+    "        if stage.name not in KNOWN:\n"
+    "            raise ValueError(\n"
+    '                f"unknown: {stage.name!r}"\n'
+    "            )\n"
+    "        stage.run()\n"
+)
+
+RUNNER_REPORT = """A stage named in the config does not run
+
+A stage named in the config is refused although the stages before it run in order.
+
+Traceback (most recent call last):
+  File "/venv/pkg/runner.py", line 48, in run
+    raise ValueError(
+"""
+
+
+def test_of_a_long_function_the_hit_is_the_chunk_holding_the_quoted_line(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "runner.py").write_text(RUNNER)
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, target_tokens=60, max_tokens=120))
+    searcher = Searcher(tmp_path / "idx")
+    chunks = searcher.search("stage config run", k=10, mode="lexical").hits
+    assert len({(h.start_line, h.end_line) for h in chunks if h.symbol == "run"}) > 1  # the function is split
+    hit = searcher.search(RUNNER_REPORT, k=1, mode="hybrid").hits[0]
+    assert hit.symbol == "run" and "raise ValueError(" in hit.text
+    without_line = searcher.search(RUNNER_REPORT.replace("    raise ValueError(\n", ""), k=1, mode="hybrid").hits[0]
+    assert "raise ValueError(" not in without_line.text  # the report's words alone pick the docstring
