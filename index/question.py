@@ -26,10 +26,17 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\(")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE = re.compile(r"`[^`\n]+`")
-# A frame, then the source line Python prints under it when it has the file (indented, not the next frame).
+# Traceback frames in the three shapes reports paste, each (path, function) and the source line when
+# the traceback prints one. Python: `File "PATH", line N, in FUNC`, the line of code indented under it.
+# pytest (--tb=short, and the frames above the last in --tb=auto): `PATH:N: in FUNC`, the line under
+# it. IPython and Jupyter: `File PATH:N, in FUNC(ARGS)` (8.x) or `PATH in FUNC(ARGS)`, then numbered
+# lines of context with `--> N` at the frame's line.
 _FRAME = re.compile(
     r'^\s*File "([^"\n]+)", line \d+, in ([A-Za-z_]\w*)[^\n]*(?:\n[ \t]+(?!File ")(\S[^\n]*))?', re.MULTILINE
 )
+_PYTEST_FRAME = re.compile(r"^[ \t]*([^\s\"':]+\.py):\d+: in ([A-Za-z_]\w*)[ \t\r]*(?:\n[ \t]+(\S[^\n]*))?", re.MULTILINE)
+_IPYTHON_FRAME = re.compile(r"^[ \t]*(?:File )?([^\s\"',]+\.py)(?::\d+,)? in (?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\(", re.MULTILINE)
+_IPYTHON_ARROW = re.compile(r"^-+>[ \t]*\d+[ \t]+(\S[^\n]*)", re.MULTILINE)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
 
@@ -84,9 +91,17 @@ class Frame(NamedTuple):
 
 
 def traceback_frames(query: str) -> tuple[Frame, ...]:
-    """Every Python traceback frame the question quotes, outermost first
-    (`File "/site-packages/pkg/mod.py", line 12, in parse`); module-level frames are left out."""
-    return tuple(
-        Frame(m.group(1).replace("\\", "/"), m.group(2), m.group(3).strip() if m.group(3) else None)
-        for m in _FRAME.finditer(query)
-    )
+    """Every Python traceback frame the question quotes, outermost first (`File
+    "/site-packages/pkg/mod.py", line 12, in parse`, and pytest's and IPython's shapes of it);
+    module-level frames are left out."""
+    found = [(m.start(), _frame(m.group(1), m.group(2), m.group(3))) for m in _FRAME.finditer(query)]
+    found += [(m.start(), _frame(m.group(1), m.group(2), m.group(3))) for m in _PYTEST_FRAME.finditer(query)]
+    ipython = list(_IPYTHON_FRAME.finditer(query))
+    for m, after in zip(ipython, [*(n.start() for n in ipython[1:]), len(query)]):
+        arrow = _IPYTHON_ARROW.search(query, m.end(), after)
+        found.append((m.start(), _frame(m.group(1), m.group(2), arrow.group(1) if arrow else None)))
+    return tuple(frame for _, frame in sorted(found, key=lambda item: item[0]))
+
+
+def _frame(path: str, function: str, source: str | None) -> Frame:
+    return Frame(path.replace("\\", "/"), function, source.strip() if source and source.strip() else None)

@@ -71,6 +71,36 @@ def test_the_hit_of_a_file_a_traceback_names_is_the_function_it_names(tmp_path: 
     assert hit.path == "pkg/sessions.py" and hit.symbol == "send_request"
 
 
+
+def test_pytest_frames_are_read_with_the_line_under_them() -> None:
+    short = (
+        "sympy/core/expr.py:124: in __eq__\r\n"
+        "    other = sympify(other)\r\n"
+        "sympy/core/sympify.py:385: in sympify\r\n"
+        "    expr = parse_expr(a)\r\n"
+        "E   AttributeError: 'Symbol' object has no attribute 'y'\r\n"
+    )
+    assert traceback_frames(short) == (
+        Frame("sympy/core/expr.py", "__eq__", "other = sympify(other)"),
+        Frame("sympy/core/sympify.py", "sympify", "expr = parse_expr(a)"),
+    )
+
+
+def test_ipython_frames_are_read_with_the_line_their_arrow_marks() -> None:
+    notebook = (
+        "File ~/code/seaborn/seaborn/_core/plot.py:841, in Plot._plot(self, pyplot)\n"
+        "    838 plotter._compute_stats(self, layers)\n"
+        "--> 841 plotter._setup_scales(self, common, layers)\n"
+        "    842 \n"
+        "~/lib/python3.8/site-packages/seaborn/relational.py in plot(self, ax, kws)\n"
+        "    584         if \"hue\" in self.variables:\n"
+        "--> 585             c = self._hue_map(data[\"hue\"])\n"
+    )
+    assert traceback_frames(notebook) == (
+        Frame("~/code/seaborn/seaborn/_core/plot.py", "_plot", "plotter._setup_scales(self, common, layers)"),
+        Frame("~/lib/python3.8/site-packages/seaborn/relational.py", "plot", 'c = self._hue_map(data["hue"])'),
+    )
+
 RUNNER = (
     '"""Stages."""\n\n\n'
     "def run(config):\n"
