@@ -82,8 +82,8 @@ def title_of(query: str) -> str | None:
 
 
 class Frame(NamedTuple):
-    """One frame of a quoted Python traceback: `File "PATH", line N, in FUNCTION`, then `source`, the
-    line of code Python printed under it (stripped; None when the traceback has none)."""
+    """One frame of a quoted Python traceback (Python's, pytest's or IPython's shape): its file, its
+    function and `source`, the line of code printed for it (stripped; None when there is none)."""
 
     path: str
     function: str

@@ -206,7 +206,6 @@ def _uvicorn_server(app: Any) -> Any:
     return uvicorn.Server(config)
 
 
-
 @contextmanager
 def _sigterm_exits() -> Iterator[None]:
     """SIGTERM (a service manager's or an MCP client's way to stop a server) ends it as Ctrl-C does:
@@ -227,6 +226,7 @@ def _sigterm_exits() -> Iterator[None]:
 
 def _exit_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
+
 
 def serve_http(
     options: ServeOptions,
