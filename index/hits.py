@@ -4,48 +4,70 @@ neighbours of one file, pack under a token budget, and say which hits' files cha
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from index.discover import stat_signature
 from index.filescores import FileScores
-from index.question import Frame
+from index.question import Frame, line_mentions, title_of, traceback_frames
 from index.rank import FileEvidence
 from index.store import FileEntry
 from index.tokenize import estimate_tokens
 from index.types import Chunk, Hit
 
-__all__ = ["files_first", "fit_prefix", "frame_functions", "marked_stale", "merge_hits", "pack_hits"]
+__all__ = ["Pointers", "files_first", "fit_prefix", "marked_stale", "merge_hits", "pack_hits", "pointers"]
 
 _GONE = "deleted since indexing: run `bridge index` (MCP: refresh_index) to drop it"
 _CHANGED = "changed since indexing, so these lines may have moved: run `bridge index` (MCP: refresh_index)"
 
 
-def frame_functions(files: FileEvidence, frames: Sequence[Frame]) -> dict[int, Frame]:
-    """File number -> the deepest traceback frame in that file."""
-    out: dict[int, Frame] = {}
-    for frame in frames:  # outermost first: a deeper frame in the same file wins
+@dataclass(frozen=True)
+class Pointers:
+    """Where in a file a question points, by file number: the deepest traceback frame in it, and the
+    line a one-line question names (`PATH:LINE`, `PATH#LLINE`, `PATH line LINE`). The numbers of a
+    pasted report's own lines are its reporter's version's, so only a frame's quoted code is used there."""
+
+    frames: Mapping[int, Frame] = field(default_factory=dict)
+    lines: Mapping[int, int] = field(default_factory=dict)
+
+    def __contains__(self, f: int) -> bool:
+        return f in self.frames or f in self.lines
+
+    def chunk(self, chunks: Mapping[int, Chunk], f: int, scores: np.ndarray) -> int | None:
+        """Of file f's `chunks`, the one the question points at, if any."""
+        if f in self.frames:
+            return _function_chunk(chunks, self.frames[f], scores)
+        return _best_scored([cid for cid, c in chunks.items() if c.start_line <= self.lines[f] <= c.end_line], scores)
+
+
+def pointers(files: FileEvidence, query: str) -> Pointers:
+    frames: dict[int, Frame] = {}
+    for frame in traceback_frames(query):  # outermost first: a deeper frame in the same file wins
         if (f := files.file_named(frame.path)) is not None:
-            out[f] = frame
-    return out
+            frames[f] = frame
+    lines: dict[int, int] = {}
+    for path, line in line_mentions(query) if title_of(query) is None else ():
+        if (f := files.file_named(path)) is not None:
+            lines.setdefault(f, line)
+    return Pointers(frames, lines)
 
 
 def files_first(
     files: FileEvidence, file_score: FileScores, scores: np.ndarray, order: list[int], fused: dict[int, float], k: int,
-    functions: Mapping[int, Frame] | None = None, read: Callable[[list[int]], Mapping[int, Chunk]] | None = None,
+    pointed: Pointers | None = None, read: Callable[[list[int]], Mapping[int, Chunk]] | None = None,
 ) -> tuple[list[int], dict[int, float]]:
     """The best chunk of each of the k best files, by file score; then the other chunks, scored lower.
 
     Only the best files are put in order (a few more than k: a file without chunks is skipped),
-    not every file with evidence; more are taken only when those run out. A file a traceback frame
-    names (`functions`, from frame_functions) answers with that function's chunk when it has one
-    (`read` gets chunks by id): the report's words pick any chunk of a big file, often an unrelated
-    one (a QA run: requests' `get_redirect_target` for a traceback through `Session.request`). Of a
-    long function's chunks, the one holding the line the traceback quotes is shown: the report's
-    words favour its docstring (flask's `Blueprint.register`, 106 lines, for a `raise ValueError(`
-    near its middle)."""
+    not every file with evidence; more are taken only when those run out. A file the question points
+    into (`pointed`, from `pointers`) answers with the chunk it points at when it has one (`read`
+    gets chunks by id): the report's words pick any chunk of a big file, often an unrelated one (a QA
+    run: requests' `get_redirect_target` for a traceback through `Session.request`). Of a long
+    function's chunks, the one holding the line the traceback quotes is shown: the report's words
+    favour its docstring (flask's `Blueprint.register`, 106 lines, for a `raise ValueError(` near
+    its middle)."""
     best_chunk: dict[int, int] = {}
     for cid in order:
         best_chunk.setdefault(int(files.chunk_file[cid]), cid)
@@ -62,8 +84,8 @@ def files_first(
             if n == 0:
                 continue
             chunk = best_chunk.get(f)
-            if functions and read is not None and f in functions:
-                chunk = _function_chunk(read(list(range(first, first + n))), functions[f], scores) or chunk
+            if pointed is not None and read is not None and f in pointed:
+                chunk = pointed.chunk(read(list(range(first, first + n))), f, scores) or chunk
             if chunk is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
                 chunk = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
             chosen[chunk] = value
@@ -81,9 +103,14 @@ def _function_chunk(chunks: Mapping[int, Chunk], frame: Frame, scores: np.ndarra
     mine = [cid for cid, c in chunks.items() if c.symbol and c.symbol.rsplit(".", 1)[-1] == frame.function]
     if frame.source:
         mine = [cid for cid in mine if _holds_line(chunks[cid].text, frame.source)] or mine
-    if not mine:
+    return _best_scored(mine, scores)
+
+
+def _best_scored(candidates: Sequence[int], scores: np.ndarray) -> int | None:
+    """The best-scored chunk of `candidates` (the first on a tie), or None when there are none."""
+    if not candidates:
         return None
-    return max(mine, key=lambda cid: (float(scores[cid]) if len(scores) else 0.0, -cid))
+    return max(candidates, key=lambda cid: (float(scores[cid]) if len(scores) else 0.0, -cid))
 
 
 def _holds_line(text: str, line: str) -> bool:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["Frame", "QueryClues", "as_text", "extract_clues", "title_of", "traceback_frames"]
+__all__ = ["Frame", "QueryClues", "as_text", "extract_clues", "line_mentions", "title_of", "traceback_frames"]
 
 # A path is looked for only at the start of each run of path characters: searched anywhere, the
 # pattern backtracks cubically on a long run without a dot (4 KB of one word took 50 s).
@@ -37,6 +37,9 @@ _FRAME = re.compile(
 _PYTEST_FRAME = re.compile(r"^[ \t]*([^\s\"':]+\.py):\d+: in ([A-Za-z_]\w*)[ \t\r]*(?:\n[ \t]+(\S[^\n]*))?", re.MULTILINE)
 _IPYTHON_FRAME = re.compile(r"^[ \t]*(?:File )?([^\s\"',]+\.py)(?::\d+,)? in (?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\(", re.MULTILINE)
 _IPYTHON_ARROW = re.compile(r"^-+>[ \t]*\d+[ \t]+(\S[^\n]*)", re.MULTILINE)
+# What may follow a path to name one of its lines: `:12` (compilers, linters, pytest), `#L12` (a link
+# to a line), `, line 12` or ` line 12`.
+_LINE_AFTER_PATH = re.compile(r":(\d+)|#L(\d+)|,?[ \t]+line[ \t]+(\d+)")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
 
@@ -80,6 +83,17 @@ def title_of(query: str) -> str | None:
     lines = [line for line in query.splitlines() if line.strip()]
     return lines[0] if len(lines) > 1 else None
 
+
+def line_mentions(query: str) -> tuple[tuple[str, int], ...]:
+    """(path, line) of each line of a file the question names (`src/app.py:12`, `app.py#L12`, `app.py
+    line 12`), in order."""
+    out: list[tuple[str, int]] = []
+    for run in _PATH_RUN.finditer(query):
+        path = _PATH.match(run.group(0))
+        if path and path.end() == len(run.group(0)) and (line := _LINE_AFTER_PATH.match(query, run.end())):
+            number = next(g for g in line.groups() if g is not None)
+            out.append((path.group(0).replace("\\", "/").removeprefix("./"), int(number)))
+    return tuple(out)
 
 class Frame(NamedTuple):
     """One frame of a quoted Python traceback (Python's, pytest's or IPython's shape): its file, its

@@ -26,8 +26,8 @@ from index.filescores import FileScores, glob_mask
 from index.focus import focus
 from index.fusion import rrf, top_k
 from index.history import History, LiveHistory
-from index.hits import files_first, frame_functions, marked_stale, merge_hits, pack_hits
-from index.question import as_text, title_of, traceback_frames
+from index.hits import files_first, marked_stale, merge_hits, pack_hits, pointers
+from index.question import as_text, title_of
 from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence
 from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
@@ -272,8 +272,8 @@ class Searcher:
         if mode == "hybrid":
             votes = self._votes(gen, text)
             file_score = _file_scores(gen, text, scores, near, allowed, SIGNALS, votes, self.ranker)
-            functions = frame_functions(gen.files, traceback_frames(text))
-            order, fused = files_first(gen.files, file_score, scores, order, fused, k, functions, gen.chunks)
+            pointed = pointers(gen.files, text)
+            order, fused = files_first(gen.files, file_score, scores, order, fused, k, pointed, gen.chunks)
         hits = with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits, truncated = pack_hits(marked_stale(hits, Path(gen.manifest.root), gen.manifest.files), max_tokens)
         took = (time.perf_counter() - t0) * 1000 - load_ms
