@@ -11,7 +11,7 @@ import numpy as np
 
 from index.discover import stat_signature
 from index.filescores import FileScores
-from index.question import Frame, line_mentions, title_of, traceback_frames
+from index.question import Frame, line_mentions, named_symbols, only_a_name, title_of, traceback_frames
 from index.rank import FileEvidence
 from index.store import FileEntry
 from index.tokenize import estimate_tokens
@@ -25,21 +25,27 @@ _CHANGED = "changed since indexing, so these lines may have moved: run `bridge i
 
 @dataclass(frozen=True)
 class Pointers:
-    """Where in a file a question points, by file number: the deepest traceback frame in it, and the
-    line a one-line question names (`PATH:LINE`, `PATH#LLINE`, `PATH line LINE`). The numbers of a
-    pasted report's own lines are its reporter's version's, so only a frame's quoted code is used there."""
+    """Where in a file a question points, by file number: the deepest traceback frame in it; and, for
+    a one-line question, the line it names (`PATH:LINE`, `PATH#LLINE`, `PATH line LINE`) or else the
+    definition it names (`names`, in the files in `defining`). A pasted report's line numbers are its
+    reporter's version's and it names many identifiers in passing, so only its frames are used."""
 
     frames: Mapping[int, Frame] = field(default_factory=dict)
     lines: Mapping[int, int] = field(default_factory=dict)
+    names: frozenset[str] = frozenset()
+    defining: frozenset[int] = frozenset()
+    only_a_name: bool = False  # the question is a name alone: show where its definition starts
 
     def __contains__(self, f: int) -> bool:
-        return f in self.frames or f in self.lines
+        return f in self.frames or f in self.lines or f in self.defining
 
     def chunk(self, chunks: Mapping[int, Chunk], f: int, scores: np.ndarray) -> int | None:
         """Of file f's `chunks`, the one the question points at, if any."""
         if f in self.frames:
             return _function_chunk(chunks, self.frames[f], scores)
-        return _best_scored([cid for cid, c in chunks.items() if c.start_line <= self.lines[f] <= c.end_line], scores)
+        if f in self.lines:
+            return _best_scored([cid for cid, c in chunks.items() if c.start_line <= self.lines[f] <= c.end_line], scores)
+        return _named_chunk(chunks, self.names, scores, self.only_a_name)
 
 
 def pointers(files: FileEvidence, query: str) -> Pointers:
@@ -47,11 +53,15 @@ def pointers(files: FileEvidence, query: str) -> Pointers:
     for frame in traceback_frames(query):  # outermost first: a deeper frame in the same file wins
         if (f := files.file_named(frame.path)) is not None:
             frames[f] = frame
+    if title_of(query) is not None:
+        return Pointers(frames)
     lines: dict[int, int] = {}
-    for path, line in line_mentions(query) if title_of(query) is None else ():
+    for path, line in line_mentions(query):
         if (f := files.file_named(path)) is not None:
             lines.setdefault(f, line)
-    return Pointers(frames, lines)
+    names = named_symbols(query)
+    defining = frozenset().union(*(files.files_defining(name.rsplit(".", 1)[-1]) for name in names))
+    return Pointers(frames, lines, names, defining, only_a_name(query))
 
 
 def files_first(
@@ -85,7 +95,8 @@ def files_first(
                 continue
             chunk = best_chunk.get(f)
             if pointed is not None and read is not None and f in pointed:
-                chunk = pointed.chunk(read(list(range(first, first + n))), f, scores) or chunk
+                target = pointed.chunk(read(list(range(first, first + n))), f, scores)
+                chunk = chunk if target is None else target  # not `or`: chunk 0 is a chunk
             if chunk is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
                 chunk = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
             chosen[chunk] = value
@@ -104,6 +115,32 @@ def _function_chunk(chunks: Mapping[int, Chunk], frame: Frame, scores: np.ndarra
     if frame.source:
         mine = [cid for cid in mine if _holds_line(chunks[cid].text, frame.source)] or mine
     return _best_scored(mine, scores)
+
+
+def _named_chunk(chunks: Mapping[int, Chunk], names: frozenset[str], scores: np.ndarray, first: bool) -> int | None:
+    """Of a file's chunks, the best-scored one of the definition the question names most exactly
+    (`FlaskClient.open` before `FlaskClient`), or with `first` the one where it starts; None when the
+    question names none of them."""
+    best, mine = 0, []
+    for cid, chunk in chunks.items():
+        parts = chunk.symbol.split(".") if chunk.symbol else []
+        n = max((_shared_tail(parts, name.split(".")) for name in names), default=0)
+        if n > best:
+            best, mine = n, [cid]
+        elif n and n == best:
+            mine.append(cid)
+    return min(mine, key=lambda cid: chunks[cid].start_line) if first and mine else _best_scored(mine, scores)
+
+
+def _shared_tail(symbol: list[str], name: list[str]) -> int:
+    """How many dotted parts the shorter of the two ends the longer with (`Blueprint.register` and
+    `register`: 1; `register_blueprint` and `register`: 0). A name qualified by a class, by the
+    CapWords convention, is not a symbol outside it: `Table.read` is no module's `read`, while
+    `np.polyfit` is a module's `polyfit`."""
+    n = min(len(symbol), len(name))
+    if not n or symbol[-n:] != name[-n:] or (n < len(name) and name[-n - 1][:1].isupper()):
+        return 0
+    return n
 
 
 def _best_scored(candidates: Sequence[int], scores: np.ndarray) -> int | None:

@@ -12,7 +12,10 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["Frame", "QueryClues", "as_text", "extract_clues", "line_mentions", "title_of", "traceback_frames"]
+__all__ = [
+    "Frame", "QueryClues", "as_text", "extract_clues", "line_mentions", "named_symbols", "only_a_name", "title_of",
+    "traceback_frames",
+]
 
 # A path is looked for only at the start of each run of path characters: searched anywhere, the
 # pattern backtracks cubically on a long run without a dot (4 KB of one word took 50 s).
@@ -40,6 +43,9 @@ _IPYTHON_ARROW = re.compile(r"^-+>[ \t]*\d+[ \t]+(\S[^\n]*)", re.MULTILINE)
 # What may follow a path to name one of its lines: `:12` (compilers, linters, pytest), `#L12` (a link
 # to a line), `, line 12` or ` line 12`.
 _LINE_AFTER_PATH = re.compile(r":(\d+)|#L(\d+)|,?[ \t]+line[ \t]+(\d+)")
+_DECLARING = r"(?:class|def|function|func|fn|struct|interface|trait|enum|type)"
+_DECLARED = re.compile(rf"\b{_DECLARING}\s+([A-Za-z_]\w*)")
+_ONLY_A_NAME = re.compile(rf"\s*`?(?:{_DECLARING}\s+)?[A-Za-z_][\w.]*(?:\(\))?`?\s*")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
 
@@ -83,6 +89,18 @@ def title_of(query: str) -> str | None:
     lines = [line for line in query.splitlines() if line.strip()]
     return lines[0] if len(lines) > 1 else None
 
+
+def named_symbols(query: str) -> frozenset[str]:
+    """The definitions a question names as code: dotted names (`Blueprint.register`), identifiers in
+    code context or shaped like code (`send_file`, `FlaskClient`), and a name after `class`, `def`,
+    `function`, ... (`class Config`)."""
+    clues = extract_clues(query)
+    return frozenset({*clues.modules, *clues.identifiers, *_DECLARED.findall(query)})
+
+def only_a_name(query: str) -> bool:
+    """Whether the question is a definition's name and nothing else (`Blueprint.register`, `def
+    url_for`, `send_file()`): a request to see where it starts."""
+    return _ONLY_A_NAME.fullmatch(query) is not None
 
 def line_mentions(query: str) -> tuple[tuple[str, int], ...]:
     """(path, line) of each line of a file the question names (`src/app.py:12`, `app.py#L12`, `app.py

@@ -282,6 +282,10 @@ class FileEvidence:
                 return found
         return ()
 
+    def files_defining(self, name: str) -> frozenset[int]:
+        """Files with a chunk whose symbol (`Class.method`) has `name` as one of its parts."""
+        return self._definition_table().get(name, frozenset())
+
     def defining(self, clues: QueryClues) -> list[int]:
         """Files defining the question's identifiers, by the summed idf of the names they define."""
         return _order(self._defining_scores(clues))
