@@ -111,8 +111,9 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
             return _answer(lambda: work(repos.get(name)))
 
     def search_code(
-        query: Annotated[str, Field(description="What to look for: identifiers, error text, a description, "
-                                            "or a whole bug report (≤ 64 KB of UTF-8).")],
+        query: Annotated[str, Field(description="What to look for: identifiers (`Class.method` shows its "
+                                            "definition), `path:line`, error text, a description, or a whole bug "
+                                            "report with its traceback (≤ 64 KB of UTF-8).")],
         k: Annotated[int, Field(description="Most hits to return; fewer when max_tokens is reached first.",
                                 json_schema_extra={"minimum": 1, "maximum": ops.MAX_K})] = 5,
         max_tokens: Budget = DEFAULT_MAX_TOKENS,
