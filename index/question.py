@@ -31,8 +31,8 @@ _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _INLINE = re.compile(r"`[^`\n]+`")
 # Traceback frames in the three shapes reports paste, each (path, function) and the source line when
 # the traceback prints one. Python: `File "PATH", line N, in FUNC`, the line of code indented under it.
-# pytest (--tb=short, and the frames above the last in --tb=auto): `PATH:N: in FUNC`, the line under
-# it. IPython and Jupyter: `File PATH:N, in FUNC(ARGS)` (8.x) or `PATH in FUNC(ARGS)`, then numbered
+# pytest (--tb=short, and every frame but the first and last in its default --tb=auto): `PATH:N: in
+# FUNC`, the line under it. IPython and Jupyter: `File PATH:N, in FUNC(ARGS)` (8.x) or `PATH in FUNC(ARGS)`, then numbered
 # lines of context with `--> N` at the frame's line.
 _FRAME = re.compile(
     r'^\s*File "([^"\n]+)", line \d+, in ([A-Za-z_]\w*)[^\n]*(?:\n[ \t]+(?!File ")(\S[^\n]*))?', re.MULTILINE
