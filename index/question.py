@@ -43,8 +43,9 @@ _IPYTHON_ARROW = re.compile(r"^-+>[ \t]*\d+[ \t]+(\S[^\n]*)", re.MULTILINE)
 # What may follow a path to name one of its lines: `:12` (compilers, linters, pytest), `#L12` (a link
 # to a line), `, line 12` or ` line 12`.
 _LINE_AFTER_PATH = re.compile(r":(\d+)|#L(\d+)|,?[ \t]+line[ \t]+(\d+)")
+# A name declared in prose as code declares it: `def url_for`, `class Config` (CapWords: "class to" is English).
+_DECLARED = re.compile(r"\b(?:def\s+(?=[A-Za-z_])|class\s+(?=[A-Z]))(\w+)")
 _DECLARING = r"(?:class|def|function|func|fn|struct|interface|trait|enum|type)"
-_DECLARED = re.compile(rf"\b{_DECLARING}\s+([A-Za-z_]\w*)")
 _ONLY_A_NAME = re.compile(rf"\s*`?(?:{_DECLARING}\s+)?[A-Za-z_][\w.]*(?:\(\))?`?\s*")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CODE_LINE = re.compile(r"^(?:\s{4,}|\t|>>>|\.\.\.|\s*File \").*$", re.MULTILINE)
@@ -76,7 +77,7 @@ def extract_clues(query: str) -> QueryClues:
     for match in _FROM_IMPORT.finditer(query):
         modules.extend(f"{match.group(1)}.{name}" for name in re.findall(r"\w+", match.group(2)))
     code = "\n".join([*_FENCE.findall(query), *_INLINE.findall(query), *_CODE_LINE.findall(query)])
-    identifiers = set(_IDENT.findall(code))
+    identifiers = set(_IDENT.findall(code)) | set(_DECLARED.findall(query))
     for match in _IDENT.finditer(query):
         window = query[max(0, match.start() - 1) : match.end() + 1]
         if _CODE_SHAPED.search(window):
@@ -91,11 +92,10 @@ def title_of(query: str) -> str | None:
 
 
 def named_symbols(query: str) -> frozenset[str]:
-    """The definitions a question names as code: dotted names (`Blueprint.register`), identifiers in
-    code context or shaped like code (`send_file`, `FlaskClient`), and a name after `class`, `def`,
-    `function`, ... (`class Config`)."""
+    """The definitions a question names as code: dotted names (`Blueprint.register`), and identifiers
+    in code context, shaped like code (`send_file`, `FlaskClient`) or declared (`class Config`)."""
     clues = extract_clues(query)
-    return frozenset({*clues.modules, *clues.identifiers, *_DECLARED.findall(query)})
+    return frozenset({*clues.modules, *clues.identifiers})
 
 def only_a_name(query: str) -> bool:
     """Whether the question is a definition's name and nothing else (`Blueprint.register`, `def

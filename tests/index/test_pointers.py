@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from index.build import BuildOptions, build_index
-from index.question import line_mentions, named_symbols, only_a_name
+from index.question import extract_clues, line_mentions, named_symbols, only_a_name
 from index.search import Searcher
 
 SETTINGS = "".join(f"def option_{i}(value):\n    '''Option {i} of the settings.'''\n    return value + {i}\n\n\n" for i in range(30))
@@ -83,3 +83,19 @@ def test_a_one_line_question_naming_a_definition_gets_its_chunk(tmp_path: Path) 
     # `Runner.stop` names a method: the module function `stop` of another file is not it.
     assert shown("jobs/helpers.py", "how does Runner.stop stop the job") == "start"
     assert shown("jobs/helpers.py", "how does stop() stop the job") == "stop"
+
+
+def test_a_name_declared_in_prose_counts_as_code_when_it_looks_declared() -> None:
+    assert "Config" in extract_clues("class Config").identifiers
+    assert "url_for" in extract_clues("def url_for").identifiers
+    assert extract_clues("a class to hold the settings").identifiers == frozenset()
+
+
+def test_class_name_finds_the_file_that_defines_it_before_files_that_use_it(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "app").mkdir(parents=True)
+    (repo / "app" / "models.py").write_text('class Config:\n    """Settings."""\n\n    debug = False\n')
+    uses = "".join(f"def load_{i}():\n    # the class Config, loaded\n    return Config()\n\n\n" for i in range(6))
+    (repo / "app" / "main.py").write_text("from app.models import Config\n\n\n" + uses)
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=None))
+    assert Searcher(tmp_path / "idx").search("class Config", k=2).hits[0].path == "app/models.py"
