@@ -228,9 +228,9 @@ def _child_build(root: Path, index_dir: Path, max_bytes: int) -> dict:
 
 def _spaced_searches(searcher: Any, in_line: bool, seconds: float = 12.0) -> dict[str, float]:
     """Searches 40 ms apart, as a served index gets them. The reference (`in_line`) counts the stale
-    files inside the search whenever the last count is older than index.search._STALE_TTL, as
+    files inside the search whenever the last count is older than index.stale.TTL, as
     searches did before the count moved to a background thread."""
-    from index.search import _STALE_TTL
+    from index.stale import TTL
 
     took: list[float] = []
     counted = time.monotonic()
@@ -238,7 +238,7 @@ def _spaced_searches(searcher: Any, in_line: bool, seconds: float = 12.0) -> dic
     while time.monotonic() < end:
         time.sleep(0.04)
         t = time.perf_counter()
-        if in_line and time.monotonic() - counted >= _STALE_TTL:
+        if in_line and time.monotonic() - counted >= TTL:
             searcher.info(fresh=True)
             counted = time.monotonic()
         searcher.search(f"f_{len(took) % 100}_{len(took) * 7 % 1000}", k=5, mode="lexical")

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from index.discover import stat_signature
 from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
 from index.filescores import FileScores, glob_mask
 from index.focus import focus
@@ -31,6 +30,7 @@ from index.question import as_text, title_of
 from index.rank import DENSE_CHUNKS, SIGNALS, QueryEvidence
 from index.ranker import Ranker, load_ranker
 from index.source import Generation, LocalStore, Store
+from index.stale import StaleCount
 from index.store import Manifest
 from index.subjects import SubjectEncoder, SubjectVectors
 from index.tokenize import terms
@@ -48,7 +48,6 @@ MAX_QUERY_BYTES = 64 * 1024  # a whole bug report with its traceback; one limit 
 # a few hundred tokens is what a 4K-8K context can spare for code each turn.
 DEFAULT_MAX_TOKENS = 600
 _CANDIDATES = 100  # per retriever, before fusion and merging
-_STALE_TTL = 2.0  # seconds a staleness count is reused before it is counted again
 
 
 class Searcher:
@@ -78,8 +77,7 @@ class Searcher:
         self._embed_lock = threading.Lock()  # loading and running the query embedder
         self._gen: Generation | None = None
         self._embedder: Embedder | None = None
-        self._stale: tuple[float, str, int] | None = None  # (counted at, generation, count)
-        self._recounting = threading.Lock()  # held by the one background recount
+        self._stale = StaleCount()
         folder = getattr(store, "path", None)  # only a local index folder keeps history; Milvus has none
         self._history = LiveHistory(folder) if isinstance(folder, Path) else None
         self._numbers: dict[str, int] = {}
@@ -102,7 +100,6 @@ class Searcher:
                 return
             self._gen = gen
             self._numbers = {path: i for i, path in enumerate(gen.files.paths)}
-            self._stale = None
 
     @property
     def manifest(self) -> Manifest:
@@ -180,34 +177,11 @@ class Searcher:
         return IndexInfo(m.root, len(m.files), m.chunks, self.embedded_chunks(), m.built_at, self.stale_files(fresh))
 
     def stale_files(self, fresh: bool = False) -> int:
-        """Indexed files whose size or mtime on disk differs from the build (or that are gone).
-
-        Counting stats every indexed file: 0.3 s at 100,000 files, which a search paid every
-        _STALE_TTL seconds when it counted in line (bench/RESULTS.md). So the first count of a
-        generation, and any with `fresh` (a status asked for), is made now; after that a count up to
-        _STALE_TTL old is reused, and an older one is returned while a new one is made on a
-        background thread."""
+        """Indexed files changed or gone on disk since the build; a count up to a few seconds old
+        unless `fresh` (index/stale.py)."""
         gen = self._gen
         assert gen is not None
-        cached = self._stale
-        if fresh or cached is None or cached[1] != gen.name:
-            return self._count_stale(gen)
-        if time.monotonic() - cached[0] >= _STALE_TTL and self._recounting.acquire(blocking=False):
-            threading.Thread(target=self._recount, args=(gen,), name="bridge-stale-count", daemon=True).start()
-        return cached[2]
-
-    def _count_stale(self, gen: Generation) -> int:
-        counted_at = time.monotonic()
-        root = Path(gen.manifest.root)
-        stale = sum(stat_signature(root, p) != (e.size, e.mtime_ns) for p, e in gen.manifest.files.items())
-        self._stale = (counted_at, gen.name, stale)
-        return stale
-
-    def _recount(self, gen: Generation) -> None:
-        try:
-            self._count_stale(gen)
-        finally:
-            self._recounting.release()
+        return self._stale.get(gen.name, Path(gen.manifest.root), gen.manifest.files, fresh)
 
     def _load_embedder(self, gen: Generation) -> float:
         """Load the query embedder if it is not loaded yet; the milliseconds that took (0 if it was)."""
