@@ -242,14 +242,16 @@ class Searcher:
         dense = [cid for cid, _ in near[:_CANDIDATES]]
         fused = rrf([r for r in (lexical, dense) if r])
         order = sorted(fused, key=lambda c: (-fused[c], c))
-        votes = NO_VOTES
+        votes, pointed = NO_VOTES, None
         if mode == "hybrid":
             votes = self._votes(gen, text)
             file_score = _file_scores(gen, text, scores, near, allowed, SIGNALS, votes, self.ranker)
             pointed = pointers(gen.files, text)
             order, fused = files_first(gen.files, file_score, scores, order, fused, k, pointed, gen.chunks)
         hits = with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
-        hits, truncated = pack_hits(marked_stale(hits, Path(gen.manifest.root), gen.manifest.files), max_tokens)
+        pointed_lines = pointed.focus(gen.files.paths, hits) if pointed is not None and max_tokens is not None else None
+        hits = marked_stale(hits, Path(gen.manifest.root), gen.manifest.files)
+        hits, truncated = pack_hits(hits, max_tokens, focus=pointed_lines)
         took = (time.perf_counter() - t0) * 1000 - load_ms
         return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms)
 

@@ -54,6 +54,18 @@ def test_the_first_hit_that_does_not_fit_is_cut_at_a_line_boundary() -> None:
     assert sum(h.tokens for h in packed) <= 16
 
 
+def test_a_hit_cut_around_the_line_the_question_points_at_keeps_as_many_lines_before_it_as_after() -> None:
+    hits = [_hit("a.py", 1, 5), _hit("b.py", 11, 20)]
+    count = lambda t: 2 * len(t.split("\n"))
+    packed, _ = pack_hits(hits, 16, count=count, focus={"b.py": 16})
+    assert (packed[1].start_line, packed[1].end_line) == (15, 17)
+    assert packed[1].text == "line 15\nline 16\nline 17"
+    at_the_end, _ = pack_hits(hits, 16, count=count, focus={"b.py": 20})
+    assert (at_the_end[1].start_line, at_the_end[1].end_line) == (18, 20)
+    elsewhere, _ = pack_hits(hits, 16, count=count, focus={"b.py": 40, "c.py": 12})
+    assert (elsewhere[1].start_line, elsewhere[1].end_line) == (11, 13)  # not in the hit: its first lines
+
+
 def test_no_budget_means_no_cut() -> None:
     hits = [_hit("a.py", 1, 50)]
     assert pack_hits(hits, None) == (hits, False)

@@ -37,6 +37,8 @@ def test_a_one_line_question_naming_a_line_gets_the_chunk_holding_it(tmp_path: P
     assert hit.path == "app/settings.py" and hit.start_line <= line <= hit.end_line
     words_alone = searcher.search("what does app/settings.py return for the option value", k=1).hits[0]
     assert not words_alone.start_line <= line <= words_alone.end_line
+    cut = searcher.search(f"what does app/settings.py:{line} return for the option value", k=1, max_tokens=12)
+    assert cut.truncated and cut.hits[0].start_line <= line <= cut.hits[0].end_line  # a budget keeps that line
     report = f"Option values are wrong\n\nIn my version app/settings.py:{line} returns the option value plus one."
     in_a_report = searcher.search(report, k=1).hits[0]  # a report's numbers are its reporter's version's
     assert not in_a_report.start_line <= line <= in_a_report.end_line

@@ -137,3 +137,19 @@ def test_of_a_long_function_the_hit_is_the_chunk_holding_the_quoted_line(tmp_pat
     assert hit.symbol == "run" and "raise ValueError(" in hit.text
     without_line = searcher.search(RUNNER_REPORT.replace("    raise ValueError(\n", ""), k=1, mode="hybrid").hits[0]
     assert "raise ValueError(" not in without_line.text  # the report's words alone pick the docstring
+
+
+def test_under_a_token_budget_the_hit_keeps_the_lines_around_the_quoted_line(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "runner.py").write_text(RUNNER)
+    build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, target_tokens=60, max_tokens=120))
+    searcher = Searcher(tmp_path / "idx")
+    whole = searcher.search(RUNNER_REPORT, k=1, mode="hybrid").hits[0]
+    cut = searcher.search(RUNNER_REPORT, k=1, mode="hybrid", max_tokens=12)
+    assert cut.truncated and cut.hits[0].tokens <= 12
+    hit = cut.hits[0]
+    assert "raise ValueError(" in hit.text and whole.start_line < hit.start_line <= hit.end_line < whole.end_line
+    assert hit.text.split("\n") == whole.text.split("\n")[hit.start_line - whole.start_line : hit.end_line - whole.start_line + 1]
+    no_line = searcher.search(RUNNER_REPORT.replace("    raise ValueError(\n", ""), k=1, mode="hybrid", max_tokens=12)
+    assert "raise ValueError(" not in no_line.hits[0].text  # without a quoted line: the chunk's first lines
