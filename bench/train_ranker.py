@@ -1,7 +1,7 @@
 """Train the learned second stage (index/ranker.py) on shared/bench, with leave-one-repository-out.
 
     python -m bench.train_ranker [QUESTIONS.jsonl] [--work DIR] [--corpora DIR] [--mirrors DIR]
-                                 [--out-dir DIR] [--l2 X] [--write]
+                                 [--embedder static|minilm] [--out-dir DIR] [--l2 X] [--write]
 
 Needs the indexes (and their history) that `python -m bench.swebench` keeps under WORK/indexes.
 For every question it takes the RERANK best files of the fused order with their feature rows
@@ -59,12 +59,12 @@ class Sample:
     paths: tuple[str, ...] = ()  # the candidates' paths, for studying the misses
 
 
-def collect(questions_file: Path, corpora: Path, mirrors: Path, work: Path, log: Any) -> list[Sample]:
+def collect(questions_file: Path, corpora: Path, mirrors: Path, work: Path, log: Any, embedder_spec: str = "static") -> list[Sample]:
     questions = load_questions(questions_file)
     jobs = plan_jobs(questions, corpora, mirrors)
     kept = {job.name: work / "indexes" / job.name for job in jobs}
     prepare_history(jobs, kept, mirrors, log)
-    embedder = load_embedder("static", cache_dir=default_home() / "models")
+    embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models")
     samples = []
     for job in jobs:
         searcher = Searcher(kept[job.name], embedder_loader=lambda _spec: embedder,
@@ -199,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mirrors", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True, help="the --work folder of bench.swebench")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--embedder", default="static", help="the embedder WORK's indexes were built with (bench.swebench --embedder)")
     parser.add_argument("--l2", type=float, default=L2)
     parser.add_argument("--samples", type=Path, default=None,
                         help="where the features are saved and --reuse finds them (default WORK/ranker-samples.pkl)")
@@ -217,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.reuse and saved.is_file():
         samples = pickle.loads(saved.read_bytes())
     else:
-        samples = collect(args.questions, args.corpora, args.mirrors, args.work, log)
+        samples = collect(args.questions, args.corpora, args.mirrors, args.work, log, args.embedder)
         saved.write_bytes(pickle.dumps(samples))
     extra = [s for path in args.extra for s in pickle.loads(path.read_bytes())]
     result, weights = report(samples, args.l2, extra, args.extra_weight)
