@@ -125,12 +125,17 @@ Traceback (most recent call last):
 """
 
 
-def test_of_a_long_function_the_hit_is_the_chunk_holding_the_quoted_line(tmp_path: Path) -> None:
+def _runner_index(tmp_path: Path) -> Searcher:
+    """RUNNER indexed in chunks small enough to split its function."""
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "pkg" / "runner.py").write_text(RUNNER)
     build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, target_tokens=60, max_tokens=120))
-    searcher = Searcher(tmp_path / "idx")
+    return Searcher(tmp_path / "idx")
+
+
+def test_of_a_long_function_the_hit_is_the_chunk_holding_the_quoted_line(tmp_path: Path) -> None:
+    searcher = _runner_index(tmp_path)
     chunks = searcher.search("stage config run", k=10, mode="lexical").hits
     assert len({(h.start_line, h.end_line) for h in chunks if h.symbol == "run"}) > 1  # the function is split
     hit = searcher.search(RUNNER_REPORT, k=1, mode="hybrid").hits[0]
@@ -140,11 +145,7 @@ def test_of_a_long_function_the_hit_is_the_chunk_holding_the_quoted_line(tmp_pat
 
 
 def test_under_a_token_budget_the_hit_keeps_the_lines_around_the_quoted_line(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    (repo / "pkg").mkdir(parents=True)
-    (repo / "pkg" / "runner.py").write_text(RUNNER)
-    build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, target_tokens=60, max_tokens=120))
-    searcher = Searcher(tmp_path / "idx")
+    searcher = _runner_index(tmp_path)
     whole = searcher.search(RUNNER_REPORT, k=1, mode="hybrid").hits[0]
     cut = searcher.search(RUNNER_REPORT, k=1, mode="hybrid", max_tokens=12)
     assert cut.truncated and cut.hits[0].tokens <= 12
