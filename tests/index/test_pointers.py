@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.small_index import small_index
+
 from index.build import BuildOptions, build_index
 from index.question import extract_clues, line_mentions, named_symbols, only_a_name
 from index.search import Searcher
@@ -26,12 +28,7 @@ def test_lines_are_read_after_a_path_as_compilers_links_and_people_write_them() 
 
 
 def test_a_one_line_question_naming_a_line_gets_the_chunk_holding_it(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    (repo / "app").mkdir(parents=True)
-    (repo / "app" / "settings.py").write_text(SETTINGS)
-    (repo / "app" / "other.py").write_text("def unrelated():\n    return 1\n")
-    build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, target_tokens=40, max_tokens=80))
-    searcher = Searcher(tmp_path / "idx")
+    searcher = small_index(tmp_path, {"app/settings.py": SETTINGS, "app/other.py": "def unrelated():\n    return 1\n"}, 40)
     line = 6 * 20 + 3  # `return value + 20`
     hit = searcher.search(f"what does app/settings.py:{line} return for the option value", k=1).hits[0]
     assert hit.path == "app/settings.py" and hit.start_line <= line <= hit.end_line
@@ -69,12 +66,7 @@ def test_a_question_names_definitions_by_their_shape_as_code() -> None:
 
 
 def test_a_one_line_question_naming_a_definition_gets_its_chunk(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    (repo / "jobs").mkdir(parents=True)
-    (repo / "jobs" / "runner.py").write_text(RUNNER)
-    (repo / "jobs" / "helpers.py").write_text(HELPERS)
-    build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, target_tokens=40, max_tokens=80))
-    searcher = Searcher(tmp_path / "idx")
+    searcher = small_index(tmp_path, {"jobs/runner.py": RUNNER, "jobs/helpers.py": HELPERS}, 40)
 
     def shown(path: str, query: str) -> str | None:
         return next(h.symbol for h in searcher.search(query, k=3).hits if h.path == path)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from index.build import BuildOptions, build_index
+from support.small_index import small_index
+
 from index.question import Frame, traceback_frames
-from index.search import Searcher
 
 SESSIONS = '''"""Sessions."""
 
@@ -59,12 +59,7 @@ def test_a_frame_keeps_the_line_of_code_printed_under_it() -> None:
 
 
 def test_the_hit_of_a_file_a_traceback_names_is_the_function_it_names(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    (repo / "pkg").mkdir(parents=True)
-    (repo / "pkg" / "sessions.py").write_text(SESSIONS)
-    (repo / "pkg" / "other.py").write_text("def unrelated():\n    return 1\n")
-    build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, target_tokens=30, max_tokens=60))
-    searcher = Searcher(tmp_path / "idx")
+    searcher = small_index(tmp_path, {"pkg/sessions.py": SESSIONS, "pkg/other.py": "def unrelated():\n    return 1\n"}, 30)
     without = searcher.search(REPORT.split("Traceback")[0], k=1, mode="hybrid").hits[0]
     assert without.path == "pkg/sessions.py" and without.symbol == "redirect_target"
     hit = searcher.search(REPORT, k=1, mode="hybrid").hits[0]
@@ -125,17 +120,8 @@ Traceback (most recent call last):
 """
 
 
-def _runner_index(tmp_path: Path) -> Searcher:
-    """RUNNER indexed in chunks small enough to split its function."""
-    repo = tmp_path / "repo"
-    (repo / "pkg").mkdir(parents=True)
-    (repo / "pkg" / "runner.py").write_text(RUNNER)
-    build_index(repo, tmp_path / "idx", BuildOptions(embedder=None, target_tokens=60, max_tokens=120))
-    return Searcher(tmp_path / "idx")
-
-
 def test_of_a_long_function_the_hit_is_the_chunk_holding_the_quoted_line(tmp_path: Path) -> None:
-    searcher = _runner_index(tmp_path)
+    searcher = small_index(tmp_path, {"pkg/runner.py": RUNNER}, 60)
     chunks = searcher.search("stage config run", k=10, mode="lexical").hits
     assert len({(h.start_line, h.end_line) for h in chunks if h.symbol == "run"}) > 1  # the function is split
     hit = searcher.search(RUNNER_REPORT, k=1, mode="hybrid").hits[0]
@@ -145,7 +131,7 @@ def test_of_a_long_function_the_hit_is_the_chunk_holding_the_quoted_line(tmp_pat
 
 
 def test_under_a_token_budget_the_hit_keeps_the_lines_around_the_quoted_line(tmp_path: Path) -> None:
-    searcher = _runner_index(tmp_path)
+    searcher = small_index(tmp_path, {"pkg/runner.py": RUNNER}, 60)
     whole = searcher.search(RUNNER_REPORT, k=1, mode="hybrid").hits[0]
     cut = searcher.search(RUNNER_REPORT, k=1, mode="hybrid", max_tokens=12)
     assert cut.truncated and cut.hits[0].tokens <= 12
