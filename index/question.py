@@ -97,10 +97,12 @@ def named_symbols(query: str) -> frozenset[str]:
     clues = extract_clues(query)
     return frozenset({*clues.modules, *clues.identifiers})
 
+
 def only_a_name(query: str) -> bool:
     """Whether the question is a definition's name and nothing else (`Blueprint.register`, `def
     url_for`, `send_file()`): a request to see where it starts."""
     return _ONLY_A_NAME.fullmatch(query) is not None
+
 
 def line_mentions(query: str) -> tuple[tuple[str, int], ...]:
     """(path, line) of each line of a file the question names (`src/app.py:12`, `app.py#L12`, `app.py
@@ -112,6 +114,7 @@ def line_mentions(query: str) -> tuple[tuple[str, int], ...]:
             number = next(g for g in line.groups() if g is not None)
             out.append((path.group(0).replace("\\", "/").removeprefix("./"), int(number)))
     return tuple(out)
+
 
 class Frame(NamedTuple):
     """One frame of a quoted Python traceback (Python's, pytest's or IPython's shape): its file, its

@@ -66,7 +66,6 @@ def test_the_hit_of_a_file_a_traceback_names_is_the_function_it_names(tmp_path: 
     assert hit.path == "pkg/sessions.py" and hit.symbol == "send_request"
 
 
-
 def test_pytest_frames_are_read_with_the_line_under_them() -> None:
     short = (
         "sympy/core/expr.py:124: in __eq__\r\n"
@@ -95,6 +94,7 @@ def test_ipython_frames_are_read_with_the_line_their_arrow_marks() -> None:
         Frame("~/code/seaborn/seaborn/_core/plot.py", "_plot", "plotter._setup_scales(self, common, layers)"),
         Frame("~/lib/python3.8/site-packages/seaborn/relational.py", "plot", 'c = self._hue_map(data["hue"])'),
     )
+
 
 RUNNER = (
     '"""Stages."""\n\n\n'
