@@ -80,8 +80,7 @@ def index_dir_for(name: str, embedder: str | None) -> Path:
 
 
 def ensure_index(root: Path, index_dir: Path, embedder: str | None) -> None:
-    from index.build import BuildOptions, build_index
-    from index.fill import fill_vectors
+    from index.build import BuildOptions, build_index, fill_vectors
 
     build_index(root, index_dir, BuildOptions(embedder=embedder))
     if embedder is not None:
@@ -90,8 +89,7 @@ def ensure_index(root: Path, index_dir: Path, embedder: str | None) -> None:
 
 def repo_files(index_dir: Path) -> list[tuple[str, str]]:
     """(path, text) of every indexed file, in path order, read from the index's own chunks."""
-    from index.segments import open_table
-    from index.store import IndexDir
+    from index.store import IndexDir, open_table
 
     table = open_table(IndexDir(index_dir).current())  # a delta generation's live chunks too
     try:

@@ -8,12 +8,12 @@ commits are the fixes the benchmarks ask about). For each one:
 
 1. a snapshot S: the commit `--back` first-parent commits before the mirror's HEAD;
 2. the tree at S, indexed as bench.swebench indexes a base commit (lexical + static vectors),
-   with the history of S's ancestors only (index/history.py);
+   with the history of S's ancestors only (index/history/commits.py);
 3. pairs from the non-merge commits after S, oldest first: the question is the commit message (a
    subject and a body, as a report has a title and a body), the gold files the implementation
    files (not tests, docs or non-code: index/rank.is_auxiliary) it changed that exist at S, at
    most MAX_GOLD of them;
-4. per pair, the second stage's candidates and feature rows (`Searcher.file_features`), kept as
+4. per pair, the second stage's candidates and feature rows (`index.search.file_features`), kept as
    bench.train_ranker Samples with repo `extra:NAME`.
 
 `python -m bench.train_ranker ... --extra FILE.pkl` adds them to every fit; recall is still measured
@@ -36,14 +36,12 @@ from typing import Any
 import numpy as np
 
 from bench.train_ranker import Sample
-from index.build import BuildOptions, build_index
+from index.build import BuildOptions, build_index, fill_vectors
 from index.embed import load_embedder
-from index.file_kinds import is_auxiliary
-from index.fill import fill_vectors
-from index.git_log import read_commits
-from index.history import update_from_git
-from index.question import title_of
-from index.search import Searcher
+from index.files import is_auxiliary
+from index.history import read_commits, update_from_git
+from index.rank import title_of
+from index.search import Searcher, file_features
 from index.store import default_home
 
 __all__ = ["collect_pairs", "main"]
@@ -95,7 +93,7 @@ def collect_pairs(git_dir: Path, name: str, work: Path, back: int, pairs: int, l
         # a subject alone is a one-line question, which the product answers without the second stage
         if not 0 < len(gold) <= MAX_GOLD or len(message.split()) < MIN_WORDS or title_of(message) is None:
             continue
-        paths, features = searcher.file_features(message)
+        paths, features = file_features(searcher, message)
         mask = np.fromiter((p in gold for p in paths), dtype=bool, count=len(paths))
         samples.append(Sample(f"{name}@{read.commit.sha[:12]}", f"extra:{name}", features, mask,
                               len(read.message.encode())))

@@ -7,7 +7,7 @@ Clones GIT_REPO (sharing its objects; the source is not written) into WORK, chec
 touching one file, the incremental re-index with history on; prints one Markdown table and writes
 WORK/history_bench.json. Without --embedder the index is lexical only and keeps no subject
 vectors; with one, each index is `build_index` then `fill_vectors`, as `bridge index` does, and
-the history embeds its commit subjects with MiniLM (index/subjects.py). `static`, the fastest
+the history embeds its commit subjects with MiniLM (index/history/subjects.py). `static`, the fastest
 model, leaves the history its largest share.
 
 Each index is timed twice: when it is searchable (`build_index` returns: lexical, with the
@@ -26,8 +26,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from index.build import BuildOptions, build_index
-from index.fill import fill_vectors
+from index.build import BuildOptions, build_index, fill_vectors
 from index.history import History
 
 __all__ = ["main"]

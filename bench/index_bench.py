@@ -60,9 +60,8 @@ def lexical_vs_rank_bm25(index_dir: Path, n_queries: int) -> dict:
     """Same chunks, same terms: our bm25s index against rank-bm25's BM25Okapi."""
     from rank_bm25 import BM25Okapi
 
-    from index.lexical import LexicalIndex, TermCorpus
     from index.search import Searcher
-    from index.store import IndexDir
+    from index.store import IndexDir, LexicalIndex, TermCorpus
     from index.tokenize import terms
 
     searcher = Searcher(index_dir)

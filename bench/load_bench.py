@@ -74,8 +74,7 @@ def copy_corpus(dst: Path) -> Path:
 
 
 def build(corpus: Path, index_dir: Path, embedder: str) -> dict:
-    from index.build import BuildOptions, build_index
-    from index.fill import fill_vectors
+    from index.build import BuildOptions, build_index, fill_vectors
 
     t0 = time.perf_counter()
     report = build_index(corpus, index_dir, BuildOptions(embedder=embedder))
@@ -127,7 +126,7 @@ def summary(values: list[float]) -> dict:
 
 
 async def wait_embedded(url: str, token: str) -> dict:
-    from bridge.server.client import connect
+    from bridge.server.connect import connect
 
     async with connect(url, token) as client:
         while True:
@@ -141,7 +140,7 @@ async def wait_embedded(url: str, token: str) -> dict:
 async def overhead(url: str, token: str, index_dir: Path, n: int) -> dict:
     import faiss
 
-    from bridge.server.client import connect
+    from bridge.server.connect import connect
     from index.search import Searcher
 
     faiss.omp_set_num_threads(1)  # as the server does (bridge.server.repos)
@@ -194,7 +193,7 @@ async def one_client(
     url: str, token: str, files: list[str], deadline: float, seed: int, out: list[tuple],
     mix: dict[str, float] = DEFAULT_MIX,
 ) -> None:
-    from bridge.server.client import connect
+    from bridge.server.connect import connect
 
     rng = random.Random(seed)
     async with connect(url, token) as client:
@@ -210,7 +209,7 @@ async def one_client(
 
 
 async def reindexer(url: str, token: str, corpus: Path, deadline: float, out: list[tuple[float, float]]) -> None:
-    from bridge.server.client import connect
+    from bridge.server.connect import connect
 
     target = corpus / "bench_churn.py"
     async with connect(url, token) as client:
@@ -229,7 +228,7 @@ async def load(
     mix: dict[str, float] = DEFAULT_MIX, warmup: float = 0.0,
 ) -> dict:
     """Run the load for warmup + duration seconds; figures are of the last `duration` seconds."""
-    from bridge.server.client import connect
+    from bridge.server.connect import connect
 
     async with connect(url, token) as client:
         files = (await client.call_tool("list_files", {"limit": 10000})).structured_content["files"]

@@ -24,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support.milvus import MilvusLiteServer
 
-from index.build import BuildOptions, build_index
-from index.fill import fill_vectors
+from index.build import BuildOptions, build_index, fill_vectors
 from index.milvus import MilvusStore, build_milvus
 from index.search import Searcher
 

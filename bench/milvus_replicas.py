@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import anyio
 from support.milvus import MilvusLiteServer
 
-from bridge.server.client import connect
+from bridge.server.connect import connect
 from index.milvus import MilvusStore, build_milvus
 from index.search import Searcher
 

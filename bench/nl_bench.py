@@ -28,7 +28,7 @@ questions were written against (install them into another folder and pass `--roo
 bench/data/nl_questions_{2,3,4}.jsonl`: the 180 fresh questions).
 
 Modes: lexical and vector (the single retrievers), hybrid-fused (the hand-set fusion of
-index/rank.py) and hybrid (the product: fusion, history and the learned second stage). The
+index/rank/evidence.py) and hybrid (the product: fusion, history and the learned second stage). The
 second stage was trained on bug reports only, so this set shows whether it costs plain questions.
 Every mode's figures over all the questions come with 95 % bootstrap intervals, and hybrid's gain
 over each other mode with a paired one (bridge/measure/intervals.py).
@@ -51,10 +51,9 @@ from typing import Any
 
 from bridge.measure.evaluate import Question, QuestionResult, aggregate, ranked_files
 from bridge.measure.intervals import RESAMPLES, markdown_rows, versus
-from index.build import BuildOptions, build_index
+from index.build import BuildOptions, build_index, fill_vectors
 from index.embed import load_embedder
-from index.fill import fill_vectors
-from index.search import MAX_K, Searcher
+from index.search import MAX_K, Searcher, file_ranking
 from index.store import default_home
 from index.types import Selection
 
@@ -117,7 +116,7 @@ def _copy_python(source: Path, target: Path) -> Path:
 def _rank(searcher: Searcher, query: str, mode: str) -> tuple[list[str], float]:
     started = time.perf_counter()
     if mode == "hybrid-fused":
-        files = [path for path, _ in searcher.rank_files(query, learned=False)]
+        files = [path for path, _ in file_ranking(searcher, query, learned=False)]
     else:
         hits = searcher.search(query, k=MAX_K, mode=mode).hits
         files = ranked_files([hit.path for hit in hits])

@@ -13,7 +13,7 @@ long (taken in order, repeated if the file is short):
 - reports: the whole question text (bug reports up to 25 KB).
 
 For each kind it times `Searcher.search(k=5)` in hybrid mode (the product: fusion, history and the
-learned second stage), hybrid without the second stage (`rank_files(learned=False)`, the
+learned second stage), hybrid without the second stage (`file_ranking(learned=False)`, the
 reference) and lexical mode, taking turns per query so that load from other processes falls on
 all three alike. `--minilm` also times the bundled MiniLM's query embedding alone on the same
 queries (what hybrid search adds on an index built with the default embedder instead of the static
@@ -40,7 +40,7 @@ from bench import paths
 from bridge.measure.evaluate import load_questions
 from index.embed import Embedder, load_embedder
 from index.embed.minilm import QUERY_ENV
-from index.search import Searcher
+from index.search import Searcher, file_ranking
 from index.store import default_home
 
 __all__ = ["main", "percentile"]
@@ -66,7 +66,7 @@ def measure(searcher: Searcher, queries: Sequence[str], reference: Searcher | No
     """p50 / p95 / mean milliseconds of each way of searching, over the same queries in turn."""
     ways: dict[str, Callable[[str], Any]] = {
         "hybrid": lambda q: searcher.search(q, k=5, mode="hybrid"),
-        "hybrid-fused": lambda q: searcher.rank_files(q, learned=False),
+        "hybrid-fused": lambda q: file_ranking(searcher, q, learned=False),
         "lexical": lambda q: searcher.search(q, k=5, mode="lexical"),
     }
     if reference is not None:

@@ -53,8 +53,7 @@ def _lexical_answers(index_dir: Path) -> list[list[tuple[str, int, int]]]:
 
 def _complete(root: Path, index_dir: Path, max_delta: float | None = None) -> float:
     """Index and embed; `max_delta` 0 forces a single-segment build, None takes the default (a delta)."""
-    from index.build import BuildOptions, build_index
-    from index.fill import fill_vectors
+    from index.build import BuildOptions, build_index, fill_vectors
 
     t = time.perf_counter()
     options = BuildOptions(embedder="hash") if max_delta is None else BuildOptions(embedder="hash", max_delta=max_delta)
@@ -68,7 +67,7 @@ def _complete(root: Path, index_dir: Path, max_delta: float | None = None) -> fl
 
 def section_kill(work: Path, args: argparse.Namespace) -> dict:
     """The kill points of tests/test_reliability_kill.py, on the stdlib copy (~10k chunks): the 20
-    of a single-segment build, then the 14 of a delta re-index (index/delta.py)."""
+    of a single-segment build, then the 14 of a delta re-index (index/build/delta.py)."""
     import test_reliability_kill as kt
 
     single = _kill_sweep(work / "single", kt.KILL_POINTS, 0.0)
@@ -144,7 +143,7 @@ def _served(work: Path) -> tuple[subprocess.Popen, str, str, Path]:
 
 
 async def _burst(url: str, token: str, sessions: int, per_session: int) -> tuple[list[float], list[str], float]:
-    from bridge.server.client import connect
+    from bridge.server.connect import connect
 
     latencies: list[float] = []
     errors: list[str] = []
@@ -210,7 +209,7 @@ def section_burst(work: Path, args: argparse.Namespace) -> dict:
 
 CHILD_BUILD = (
     "import json, resource, sys, time\nfrom pathlib import Path\n"
-    "from index.build import BuildOptions, build_index\nfrom index.types import Selection\n"
+    "from index.build.pipeline import BuildOptions, build_index\nfrom index.types import Selection\n"
     "t = time.perf_counter()\n"
     "r = build_index(Path(sys.argv[1]), Path(sys.argv[2]), BuildOptions(embedder=None, "
     "selection=Selection(max_file_bytes=int(sys.argv[3]))))\n"
@@ -228,9 +227,9 @@ def _child_build(root: Path, index_dir: Path, max_bytes: int) -> dict:
 
 def _spaced_searches(searcher: Any, in_line: bool, seconds: float = 12.0) -> dict[str, float]:
     """Searches 40 ms apart, as a served index gets them. The reference (`in_line`) counts the stale
-    files inside the search whenever the last count is older than index.stale.TTL, as
+    files inside the search whenever the last count is older than index.search.stale.TTL, as
     searches did before the count moved to a background thread."""
-    from index.stale import TTL
+    from index.search import TTL
 
     took: list[float] = []
     counted = time.monotonic()

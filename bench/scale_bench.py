@@ -64,7 +64,7 @@ _CLI = (
     "print('CPU', cpu, file=sys.stderr)\nsys.exit(code)\n"
 )
 _WARM = (
-    "import json, sys\nfrom pathlib import Path\nfrom index.search import Searcher\n"
+    "import json, sys\nfrom pathlib import Path\nfrom index.search.searcher import Searcher\n"
     "s = Searcher(Path(sys.argv[1])); queries = json.loads(sys.argv[2]); s.search(queries[0], mode='lexical')\n"
     "print(json.dumps([s.search(q, k=10, mode='lexical').took_ms for q in queries]))\n"
 )

@@ -14,10 +14,10 @@ files, in child processes run one after the other, each from its own source:
 2. warm hybrid with static vectors: the index's files are hard-linked into a second index whose
    manifest names the static embedder (model2vec distilled from MiniLM) and whose vector file
    holds the static vectors of every `--dense-every`-th chunk, written by this engine's
-   `fill_vectors` step (index/vector.py: exact up to ANN_THRESHOLD vectors, IVF above). With
+   `fill_vectors` step (index/store/vector.py: exact up to ANN_THRESHOLD vectors, IVF above). With
    `--dense-every 1` every chunk has its vector, as after `bridge index` with the static
    embedder (about 4-5 min of CPU to embed 1.15M chunks; the vectors are kept in `--work` as
-   static-every-N.npy and reused, e.g. by bench.ann_bench). Both engines read that same vector
+   static-every-N.npy and reused, e.g. by other vector benchmarks). Both engines read that same vector
    file. Everything else in hybrid search (BM25 over every chunk, the title query, the
    file-level ranking over every file, the learned second stage, the query embedding) runs at
    full size.
@@ -74,11 +74,9 @@ print(json.dumps(out))
 def static_copy(index: Path, target: Path, every: int) -> dict[str, Any]:
     """A second index at `target` sharing `index`'s live generation files (hard links) whose
     manifest names the static embedder and whose vectors are those of every `every`-th chunk."""
+    from index.build import write_vectors
     from index.embed import load_embedder
-    from index.fill import write_vectors
-    from index.segments import open_table
-    from index.store import IndexDir
-    from index.vector import VectorIndex
+    from index.store import IndexDir, VectorIndex, open_table
 
     store = IndexDir(index)
     gen = store.current()

@@ -9,12 +9,12 @@ vectors; see bench/swebench_trees.py), then ranks files for every question with:
 
 - lexical, vector, hybrid: `bridge search` modes (50 chunk hits, files in order of first hit);
   `lexical` (BM25 over chunks) and `vector` (dense-only over chunks) are the single retrievers,
-  `hybrid` the product's fusion with its file-level signals (index/rank.py);
+  `hybrid` the product's fusion with its file-level signals (index/rank/evidence.py);
 - bm25_files: the SWE-bench paper's baseline, BM25 over whole files with a plain word tokenizer
   (bench/bm25_files_baseline.py);
-- hybrid-fused: the hybrid file ranking without the learned second stage (index/ranker.py): the
-  hand-set fusion of index/rank.py alone;
-- hybrid-<signal>: that fused ranking (`Searcher.rank_files`) with one signal left out, to show
+- hybrid-fused: the hybrid file ranking without the learned second stage (index/rank/ranker.py): the
+  hand-set fusion of index/rank/evidence.py alone;
+- hybrid-<signal>: that fused ranking (`index.search.file_ranking`) with one signal left out, to show
   what each signal contributes.
 
 Every tree's index gets the git history of its base commit's ancestors (from the mirror; nothing
@@ -48,7 +48,7 @@ from bridge.measure.evaluate import ModeMetrics, Question, QuestionResult, aggre
 from bridge.measure.intervals import RESAMPLES, markdown_rows, versus
 from index.embed import Embedder, load_embedder
 from index.rank import SIGNALS
-from index.search import MAX_K, Searcher
+from index.search import MAX_K, Searcher, file_ranking
 from index.store import default_home
 
 __all__ = ["MODES", "Record", "main", "run_job", "summarize"]
@@ -102,12 +102,12 @@ def run_job(job: TreeJob, index_dir: Path, embedder: Embedder) -> list[Record]:
         for mode in SEARCH_MODES:
             result, latency[mode] = _timed(partial(searcher.search, query, k=MAX_K, mode=mode))
             ranked[mode] = tuple(ranked_files([hit.path for hit in result.hits])[:KEEP])
-        order, latency["hybrid-fused"] = _timed(partial(searcher.rank_files, query, learned=False))
+        order, latency["hybrid-fused"] = _timed(partial(file_ranking, searcher, query, learned=False))
         ranked["hybrid-fused"] = tuple(path for path, _ in order[:KEEP])
         for mode, weights in ABLATIONS.items():
-            order, latency[mode] = _timed(partial(searcher.rank_files, query, weights, learned=False))
+            order, latency[mode] = _timed(partial(file_ranking, searcher, query, weights, learned=False))
             ranked[mode] = tuple(path for path, _ in order[:KEEP])
-        named = {path for path, _ in searcher.rank_files(question.query, {"mentions": 1.0}, learned=False)}
+        named = {path for path, _ in file_ranking(searcher, question.query, {"mentions": 1.0}, learned=False)}
         records.append(Record(question, job.name, ranked, latency, bool(named & set(question.gold_files))))
     return records
 
@@ -208,7 +208,7 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         "",
         f"Target: {t['goal']}. Best single retriever: {t['best_single_retriever']} "
         f"({t['best_single_recall_at_5']:.3f}); hybrid {t['hybrid_recall_at_5']:.3f}. Rows `hybrid-X` "
-        "rank files as hybrid does with signal X left out (index/rank.py).",
+        "rank files as hybrid does with signal X left out (index/rank/evidence.py).",
         "",
         f"### 95 % intervals (bootstrap over the questions, {RESAMPLES:,} resamples; a difference is paired)",
         "",

@@ -29,12 +29,10 @@ import numpy as np
 
 from bench import paths
 from bridge.measure.evaluate import Question
-from index.build import BuildOptions, build_index
+from index.build import BuildOptions, build_index, fill_vectors
 from index.embed import Embedder
-from index.fill import fill_vectors
-from index.history import History, update_from_git
+from index.history import History, SubjectEncoder, update_from_git
 from index.store import IndexDir
-from index.subjects import SubjectEncoder
 
 __all__ = [
     "DONE_MARKER",
@@ -52,11 +50,12 @@ __all__ = [
 
 DONE_MARKER = "bench-complete"
 EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
-# The modules whose code decides what an index holds (not how it is searched or watched).
-# The modules (index/NAME.py) and packages (index/NAME/) whose code decides what an index holds.
+# The modules (index/ROOM/NAME.py, index/NAME.py) and packages (index/NAME/) whose code decides what an
+# index holds (not how it is searched or watched).
 _CONTENT_MODULES = (
-    "discover", "name_rules", "ignore", "languages", "syntax", "chunk", "tokenize", "lexical", "postings", "embed", "vector",
-    "store", "segments", "changes", "delta", "build", "fill",
+    "files/discover", "files/name_rules", "files/ignore", "files/languages", "files/syntax", "files/chunk", "tokenize",
+    "store/lexical", "store/postings", "embed", "store/vector", "store/layout", "store/segments", "build/changes",
+    "build/delta", "build/pipeline", "build/fill",
 )
 
 Progress = Callable[[str], None]

@@ -1,16 +1,16 @@
-"""Train the learned second stage (index/ranker.py) on shared/bench, with leave-one-repository-out.
+"""Train the learned second stage (index/rank/ranker.py) on shared/bench, with leave-one-repository-out.
 
     python -m bench.train_ranker [QUESTIONS.jsonl] [--work DIR] [--corpora DIR] [--mirrors DIR]
                                  [--embedder static|minilm] [--out-dir DIR] [--l2 X] [--write]
 
 Needs the indexes (and their history) that `python -m bench.swebench` keeps under WORK/indexes.
 For every question it takes the RERANK best files of the fused order with their feature rows
-(`Searcher.file_features`), then fits w so that a softmax over each question's candidates puts
+(`index.search.file_features`), then fits w so that a softmax over each question's candidates puts
 the gold files first (L2-regularised, L-BFGS from scipy). It reports, for the fused order, the
 model fitted on all questions (in-sample) and, per repository, the model fitted on the other
 eight (leave-one-repository-out, the figure that says how it generalises), each with a 95 %
 bootstrap interval, and the paired interval of the held-out figure's loss. `--write` stores the
-in-sample weights as index/ranker.json, the file the package ships.
+in-sample weights as index/rank/ranker.json, the file the package ships.
 
 No question of another SWE-bench split and no commit after a question's base commit is used:
 the features come from the trees and the ancestors-only history of shared/bench.
@@ -36,8 +36,8 @@ from bench.swebench_trees import plan_jobs, prepare_history
 from bridge.measure.evaluate import load_questions
 from bridge.measure.intervals import METRICS, bootstrap_means, listed, markdown_rows
 from index.embed import load_embedder
-from index.ranker import FEATURES, RERANK
-from index.search import Searcher
+from index.rank import FEATURES, RERANK
+from index.search import Searcher, file_features
 from index.store import default_home
 
 __all__ = ["Sample", "evaluate", "fit", "main"]
@@ -70,7 +70,7 @@ def collect(questions_file: Path, corpora: Path, mirrors: Path, work: Path, log:
         searcher = Searcher(kept[job.name], embedder_loader=lambda _spec: embedder,
                             max_query_bytes=MAX_QUERY_BYTES, learned=False)
         for q in job.questions:
-            paths, features = searcher.file_features(q.query)
+            paths, features = file_features(searcher, q.query)
             gold = np.fromiter((p in q.gold_files for p in paths), dtype=bool, count=len(paths))
             samples.append(Sample(q.id, q.repo or "?", features, gold, len(q.query.encode()), tuple(paths)))
         log(f"{job.name}: {len(job.questions)} question(s)")
@@ -207,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--extra", type=Path, action="append", default=[],
                         help="commit pairs of other repositories (bench.commit_pairs --out), added to every fit")
     parser.add_argument("--extra-weight", type=float, default=1.0, help="how much each extra pair counts")
-    parser.add_argument("--write", action="store_true", help="store the in-sample weights as index/ranker.json")
+    parser.add_argument("--write", action="store_true", help="store the in-sample weights as index/rank/ranker.json")
     args = parser.parse_args(argv)
     started = time.perf_counter()
 
@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = {"features": list(FEATURES), "weights": dict(zip(FEATURES, weights.tolist())),
                  "trained_on": f"shared/bench swebench_lite, {len(samples)} questions, l2 {args.l2}"
                  + (f", {len(extra)} commit pairs of other repositories (weight {args.extra_weight})" if extra else "")}
-        target = Path(__file__).resolve().parent.parent / "index" / "ranker.json"
+        target = Path(__file__).resolve().parent.parent / "index" / "rank" / "ranker.json"
         target.write_text(json.dumps(model, indent=1) + "\n", encoding="utf-8")
         log(f"wrote {target}")
     return 0

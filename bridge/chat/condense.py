@@ -1,9 +1,9 @@
 """A pasted bug report condensed to the room the context leaves it: the model reads what it says
 about code, while the search still reads it whole.
 
-A report is accepted up to index.search.MAX_QUERY_BYTES (64 KB, some 16k tokens), but the bundled
+A report is accepted up to index.search.searcher.MAX_QUERY_BYTES (64 KB, some 16k tokens), but the bundled
 model has 8k tokens of context, and the snippets and the answer reserve need theirs. A report of
-several lines that does not fit is first focused (index/focus.py: pasted package lists, test
+several lines that does not fit is first focused (index/rank/focus.py: pasted package lists, test
 progress, linter output, log lines and template comments left out, whatever its length), then, if
 it still does not fit, cut after the last line that does and marked as cut. The title always stays.
 A question of one line is never cut: it fails the budget check with its advice, as before.
@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from index.focus import focus_report
+from index.rank import focus_report
 
 __all__ = ["Condensed", "condense"]
 
 CUT_MARK = "[… {n} more lines of the report left out to fit the context]"
-# What each focus rule (index/focus.py) drops, as the notice names it.
+# What each focus rule (index/rank/focus.py) drops, as the notice names it.
 _LABELS = {"packages": "package list", "pytest": "test-runner output", "rules": "ruled separators",
            "diagnostics": "linter output", "logs": "log output", "checklist": "template checklist",
            "comments": "template comments"}
@@ -30,7 +30,7 @@ class Condensed:
     """What the model reads instead of a report too long for the context."""
 
     text: str
-    dropped: dict[str, int]  # lines left out per focus rule (index/focus.py)
+    dropped: dict[str, int]  # lines left out per focus rule (index/rank/focus.py)
     cut_lines: int  # lines cut from the end after focusing (0: focusing was enough)
 
     def notice(self, tokens: int, kept_tokens: int) -> str:

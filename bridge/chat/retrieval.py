@@ -56,7 +56,7 @@ class McpRetriever:
     """
 
     def __init__(self, url: str, token: str | None = None, repo: str | None = None, timeout: float = 60.0) -> None:
-        from bridge.server.client import connect
+        from bridge.server.connect import connect
 
         self.url, self.repo, self.timeout = url, repo, timeout
         self._loop = asyncio.new_event_loop()

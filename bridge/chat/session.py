@@ -21,7 +21,7 @@ from bridge.chat.settings import Settings
 from bridge.errors import ChatError, ConfigError
 from bridge.llm.gguf import ModelFacts, choose_n_ctx, kv_bytes_per_token, read_gguf
 from bridge.llm.runtime import Decoding, Generation, Message, OnToken, Runtime, decoding_for
-from index.question import as_text
+from index.rank import as_text
 from index.search import MAX_QUERY_BYTES, too_long
 
 __all__ = ["EMPTY_QUESTION", "ChatSession", "OnPlan", "Source", "Turn", "ask_report", "open_runtime", "pick_sources"]

@@ -21,8 +21,7 @@ from bridge.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from index.build import BuildOptions, BuildReport
-    from index.fill import FillReport
+    from index.build import BuildOptions, BuildReport, FillReport
     from index.history import HistoryReport
     from index.milvus import MilvusStore
     from index.search import Searcher
@@ -60,8 +59,7 @@ def index_cmd(
     milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Index a repository: BM25 at once, then dense vectors (cached by content)."""
-    from index.build import BuildOptions, build_index
-    from index.fill import fill_vectors
+    from index.build import BuildOptions, build_index, fill_vectors
     from index.types import Selection
 
     if not path.exists():
@@ -89,9 +87,7 @@ def index_cmd(
     elif not json_out:
         _print_report(report, fill, names)
     if watch:
-        from index.build import BuildReport
-        from index.fill import FillReport
-        from index.watch import watch_and_index
+        from index.build import BuildReport, FillReport, watch_and_index
 
         console.print(f"watching {root} for changes (Ctrl-C to stop)")
         for kind, value in watch_and_index(root, where, options):
@@ -134,7 +130,7 @@ def _embedder_spec(spec: str) -> str:
 
 def _skipped_names(root: Path, options: BuildOptions, report: BuildReport) -> dict[str, list[str]]:
     """The secrets and lock files the build skipped, by name, when it skipped any."""
-    from index.discover import skipped_by_name
+    from index.files import skipped_by_name
 
     if not (report.skipped.get("secret") or report.skipped.get("lock_file")):
         return {}
@@ -277,9 +273,9 @@ def _history_built(history: HistoryReport | None) -> str:
 def _new_files(searcher: Searcher) -> int | None:
     """How many selected text files on disk the index lacks (added since the build); None when
     the repository folder is gone."""
-    from index.changes import selection_from_json
-    from index.discover import unindexed_paths
+    from index.build import selection_from_json
     from index.errors import IndexingError
+    from index.files import unindexed_paths
 
     manifest = searcher.manifest
     try:
@@ -298,7 +294,7 @@ def _history_status(searcher: Searcher) -> dict[str, object] | None:
 
 def _history_line(history: dict[str, object] | None, embedded: bool, root: str = "") -> str:
     if history is None:
-        from index.git_log import git_location
+        from index.history import git_location
 
         if root and git_location(Path(root)) is not None:
             return "history: off (indexed with --no-history; a plain `bridge index` indexes it again)"

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+# The one shared estimate: index/tokenize.py counts what the index packs with the same rule, so a
+# budget here and a packed hit there never disagree.
+from index.tokenize import estimate_tokens
 
 __all__ = [
     "EstimateCounter",
     "LlamaTokenCounter",
     "TokenCounter",
     "estimate_tokens",
-    "fallback_estimate",
 ]
 
 
@@ -25,31 +25,6 @@ class TokenCounter(Protocol):
     def exact(self) -> bool: ...
 
     def count(self, text: str) -> int: ...
-
-
-def fallback_estimate(text: str) -> int:
-    """ceil(chars / 3) plus 10%.
-
-    Llama-family BPE vocabularies average 3.5-4.5 characters per token on English and code;
-    dividing by 3 and adding 10% over-counts, which is the safe direction for a budget.
-    """
-    return math.ceil(len(text) / 3 * 1.1)
-
-
-def _index_estimator() -> Callable[[str], int] | None:
-    # index.tokenize owns the shared estimate; it may not exist in a partial checkout.
-    try:
-        module = importlib.import_module("index.tokenize")
-    except ImportError:
-        return None
-    estimator = getattr(module, "estimate_tokens", None)
-    return estimator if callable(estimator) else None
-
-
-def estimate_tokens(text: str) -> int:
-    """index.tokenize.estimate_tokens when available, else `fallback_estimate`."""
-    estimator = _index_estimator()
-    return estimator(text) if estimator is not None else fallback_estimate(text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,6 @@ tokens (it errs high, about 15% on code), the same count the index stores for ev
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -24,9 +23,8 @@ from bridge.server.models import (
     SymbolModel,
 )
 from bridge.server.repos import Repo, RepoSet
-from index.hits import fit_prefix
-from index.languages import language_for
-from index.search import DEFAULT_MAX_TOKENS, MAX_K, MAX_QUERY_BYTES
+from index.files import source_file
+from index.search import DEFAULT_MAX_TOKENS, MAX_K, MAX_QUERY_BYTES, fit_prefix
 from index.tokenize import estimate_tokens
 from index.types import SourceFile
 
@@ -80,19 +78,13 @@ def normalise_path(user_path: str) -> str:
 
 def _read_source(repo: Repo, user_path: str) -> tuple[str, SourceFile]:
     real = repo.resolve(user_path)
-    data = Path(real).read_bytes()
-    try:
-        text, invalid = data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        text, invalid = data.decode("utf-8", errors="replace"), True
+    mtime_ns = os.stat(real).st_mtime_ns
     path = normalise_path(user_path)
-    info = os.stat(real)
-    sha = hashlib.sha1(data).hexdigest()
-    return path, SourceFile(path, len(data), info.st_mtime_ns, sha, text, language_for(path), invalid)
+    return path, source_file(path, Path(real).read_bytes(), mtime_ns)
 
 
 def _lines(text: str) -> list[str]:
-    # The same line breaks as index.chunk ("\r\n", a lone "\r", form feed, U+2028, ...), so a
+    # The same line breaks as index.files.chunk ("\r\n", a lone "\r", form feed, U+2028, ...), so a
     # hit's start_line..end_line reads back as exactly the hit's text.
     return text.splitlines()
 
@@ -150,7 +142,7 @@ def list_files(repo: Repo, path_glob: str = "**", limit: int = 200) -> ListFiles
 
 
 def outline(repo: Repo, path: str) -> OutlineResult:
-    from index.syntax import outline as symbols_of
+    from index.files import outline as symbols_of
 
     rel, source = _read_source(repo, path)
     symbols = [

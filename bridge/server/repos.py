@@ -16,15 +16,13 @@ from pathlib import Path
 
 from bridge.errors import ServeError, ToolInputError
 from bridge.server.memory import limit_arenas, trim
-from index.build import BuildOptions, BuildReport, build_index
-from index.changes import selection_from_json
-from index.discover import resolve_path
+from index.build import BuildOptions, BuildReport, LiveIndex, build_index, selection_from_json
 from index.errors import IndexingError
+from index.files import resolve_path
 from index.milvus import MilvusStore, build_milvus
 from index.search import Searcher
 from index.store import IndexDir, Manifest, default_index_dir
 from index.types import Progress, Selection
-from index.watch import LiveIndex
 
 __all__ = ["Repo", "RepoSet", "RepoSpec", "RepoStatus", "open_repo", "open_repos", "options_from_manifest"]
 

@@ -15,8 +15,8 @@ Lexical search: the chunk's own terms (index/tokenize.py, identifiers whole and 
 into an analyzed VARCHAR field, one word each. Characters the analyzer would split on (the dots of
 `os.path.join`) are spelled with `_SEP`, a letter, so a term stays one token: Milvus then scores
 exactly our terms with BM25 (k1=1.2, b=0.75, idf log(1 + (N - df + 0.5) / (df + 0.5)), as
-index/lexical.py). Milvus returns the best `BM25_CANDIDATES` chunks, not every chunk's score: the
-file-level ranking of index/rank.py is computed from those candidates (scores elsewhere are 0).
+index/store/lexical.py). Milvus returns the best `BM25_CANDIDATES` chunks, not every chunk's score: the
+file-level ranking of index/rank/evidence.py is computed from those candidates (scores elsewhere are 0).
 
 URIs: `http(s)://HOST:PORT` is a Milvus server (Standalone, Distributed, the managed service, or
 `milvus-lite server`); a local path is embedded Milvus Lite (a `.db` file, or a folder that gets

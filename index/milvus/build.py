@@ -1,4 +1,4 @@
-"""Indexing a repository into a new build on Milvus (the counterpart of index/build.py)."""
+"""Indexing a repository into a new build on Milvus (the counterpart of index/build/pipeline.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from index.chunk import chunk_file
-from index.discover import discover
 from index.errors import EmptyRepository
+from index.files import chunk_file, discover
 from index.milvus.store import MilvusStore
 from index.store import FileEntry, Manifest, default_home
 from index.tokenize import path_terms, terms

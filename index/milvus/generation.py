@@ -12,7 +12,7 @@ from index.milvus.access import MilvusAccess
 from index.milvus.client import encode_terms
 from index.milvus.schema import CHUNK_FIELDS
 from index.rank import FileEvidence
-from index.source import file_evidence
+from index.search import file_evidence
 from index.store import Manifest
 from index.types import Chunk
 

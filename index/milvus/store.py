@@ -1,4 +1,4 @@
-"""The builds of one repository on one Milvus, as a Store (index/source.py): open the live one, write a new one."""
+"""The builds of one repository on one Milvus, as a Store (index/search/source.py): open the live one, write a new one."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ def chat_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def chat_index(chat_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A lexical-only index of chat_repo (no embedder is loaded by anything that opens it)."""
-    from index.build import BuildOptions, build_index
+    from index.build.pipeline import BuildOptions, build_index
 
     index_dir = tmp_path_factory.mktemp("index") / "demo"
     build_index(chat_repo, index_dir, BuildOptions(embedder=None))

@@ -43,15 +43,15 @@ def test_the_guard_stops_on_the_piece_that_completes_the_third_copy() -> None:
 
 def test_the_guard_keeps_everything_when_nothing_repeats() -> None:
     guard = LoopGuard()
-    for piece in ["See ", "index/store.py:10-20", " for ", "details."]:
+    for piece in ["See ", "index/store/layout.py:10-20", " for ", "details."]:
         assert not guard.feed(piece)
-    assert guard.kept() == "See index/store.py:10-20 for details."
+    assert guard.kept() == "See index/store/layout.py:10-20 for details."
 
 
 def test_citations_are_path_colon_start_dash_end_in_any_wrapping() -> None:
-    text = "See [bridge/budget.py:12-40], `index/store.py:5-9` and ./setup.py:1 - 3; not 10:30-11 or v1:2-3."
+    text = "See [bridge/budget.py:12-40], `index/store/layout.py:5-9` and ./setup.py:1 - 3; not 10:30-11 or v1:2-3."
     cited = [c.span.citation for c in find_citations(text)]
-    assert cited == ["bridge/budget.py:12-40", "index/store.py:5-9", "setup.py:1-3"]
+    assert cited == ["bridge/budget.py:12-40", "index/store/layout.py:5-9", "setup.py:1-3"]
 
 
 def test_a_citation_is_valid_only_when_it_overlaps_a_retrieved_source() -> None:

@@ -19,7 +19,7 @@ PACKAGES = ("bridge", "index", "prompts")
 # What each room of bridge/ may import from the project, besides itself, bridge.errors and the
 # package's own `bridge/__init__.py` (its version).
 ALLOWED = {
-    "bridge.llm": (),
+    "bridge.llm": ("index.tokenize",),  # the one shared token estimate
     "bridge.server": ("index",),
     "bridge.chat": ("bridge.llm", "bridge.server", "index"),
     "bridge.measure": ("bridge.chat", "bridge.llm", "index"),
@@ -106,6 +106,52 @@ def test_each_room_of_bridge_imports_only_what_is_below_it(room: str) -> None:
         if m == room or m.startswith(room + ".")
     }
     assert not {m: i for m, i in wrong.items() if i}
+
+
+# What each room of index/ may import from the project, besides itself and the loose base modules
+# (INDEX_BASE). The data flows files -> store (and embed) -> history -> rank -> build and search, with
+# milvus beside store; a new module lands in one of these rooms.
+INDEX_BASE = ("index.errors", "index.types", "index.tokenize")
+INDEX_ALLOWED = {
+    "index.files": (),
+    "index.store": (),
+    "index.embed": ("index.store",),
+    "index.history": ("index.store", "index.embed"),
+    "index.rank": ("index.files",),
+    "index.build": ("index.files", "index.store", "index.embed", "index.history"),
+    "index.search": ("index.files", "index.store", "index.embed", "index.history", "index.rank"),
+    "index.milvus": ("index.files", "index.store", "index.embed", "index.rank", "index.search"),
+}
+
+
+def _room_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_every_module_of_index_lives_in_a_room_or_the_base() -> None:
+    homeless = [m for m in modules() if m.startswith("index.") and m not in INDEX_BASE and _room_of(m) not in INDEX_ALLOWED]
+    assert not homeless
+
+
+@pytest.mark.parametrize("room", sorted(INDEX_ALLOWED))
+def test_each_room_of_index_imports_only_what_is_below_it(room: str) -> None:
+    allowed = {room, "index", *INDEX_BASE, *INDEX_ALLOWED[room]}
+    wrong = {
+        m: sorted(i for i in imports(m) if i.startswith("index") and i not in allowed and _room_of(i) not in allowed)
+        for m in modules()
+        if _room_of(m) == room
+    }
+    assert not {m: i for m, i in wrong.items() if i}
+
+
+def test_index_keeps_at_most_four_loose_modules() -> None:
+    loose = sorted(p.name for p in (ROOT / "index").glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 4, loose
+
+
+def test_the_base_modules_of_index_import_no_room() -> None:
+    reaches = {m: sorted(i for i in imports(m) if i.startswith("index.") and i not in INDEX_BASE) for m in INDEX_BASE}
+    assert not {m: i for m, i in reaches.items() if i}
 
 
 def test_only_the_cli_and_main_import_the_cli() -> None:

@@ -19,7 +19,7 @@ def test_the_wheel_contains_all_subpackages_and_the_prompt_templates(tmp_path: P
         check=True, capture_output=True,
     )
     names = zipfile.ZipFile(next(tmp_path.glob("*.whl"))).namelist()
-    for required in ("bridge/cli/__init__.py", "bridge/server/__init__.py", "index/search.py", "index/ranker.json",
+    for required in ("bridge/cli/__init__.py", "bridge/server/__init__.py", "index/search/searcher.py", "index/rank/ranker.json",
                      "prompts/system.txt",
                      "bridge/__main__.py"):
         assert required in names

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from index.build import BuildOptions, build_index
+from index.build.fill import fill_vectors
+from index.build.pipeline import BuildOptions, build_index
 from index.embed import HashEmbedder
 from index.errors import BadQuery, EmptyRepository, IncompatibleIndex, IndexLocked, NoIndex
-from index.fill import fill_vectors
-from index.search import Searcher
-from index.store import IndexDir
+from index.search.searcher import Searcher
+from index.store.layout import IndexDir
 
 LEXICAL = BuildOptions(embedder=None)
 HASHED = BuildOptions(embedder="hash")
@@ -107,7 +107,7 @@ def test_a_search_reuses_the_stale_count_and_recounts_it_in_the_background(
     assert searcher.info().stale_files == 0  # the first count of a generation is made at once
     (repo / "README.md").unlink()
     assert searcher.info().stale_files == 0  # younger than the reuse time: not counted again
-    monkeypatch.setattr("index.stale.TTL", 0.0)
+    monkeypatch.setattr("index.search.stale.TTL", 0.0)
     assert searcher.info().stale_files == 0  # too old: returned as it is while a recount starts
     deadline = time.monotonic() + 10
     while searcher.info().stale_files != 1 and time.monotonic() < deadline:

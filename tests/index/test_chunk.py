@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from index import syntax as syntax_module
-from index.chunk import chunk_file
-from index.syntax import Symbol, grammar_for, outline
+from index.files.chunk import chunk_file
+from index.files.syntax import Symbol, grammar_for, outline
 from index.tokenize import estimate_tokens
 from index.types import Chunk, SourceFile
 

@@ -1,11 +1,11 @@
-"""Clue and aggregate features of the second stage (index/clues.py) say what they promise."""
+"""Clue and aggregate features of the second stage (index/rank/clues.py) say what they promise."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from index.clues import AGGREGATE_FEATURES, CLUE_FEATURES, aggregate_matrix, clue_matrix, file_stem
-from index.rank import FileEvidence
+from index.rank.clues import AGGREGATE_FEATURES, CLUE_FEATURES, aggregate_matrix, clue_matrix, file_stem
+from index.rank.evidence import FileEvidence
 
 PATHS = ["pkg/printing/ccode.py", "pkg/functions/trig.py", "pkg/printing/__init__.py", "pkg/core/blueprints.py"]
 
@@ -79,7 +79,7 @@ def test_aggregates_count_a_files_chunks_among_the_best_and_the_nearest() -> Non
 def test_the_deepest_traceback_frame_is_the_last_path_named() -> None:
     paths = ["pkg/a.py", "pkg/b.py", "pkg/c.py"]
     files = FileEvidence(paths, np.arange(3, dtype=np.int64), np.ones(3, dtype=np.int64), lambda: [])
-    from index.question import extract_clues
+    from index.rank.question import extract_clues
 
     report = 'File "/site/pkg/a.py", line 3\nFile "/site/pkg/c.py", line 9\nValueError'
     assert list(files.last_mentioned(extract_clues(report))) == [2]

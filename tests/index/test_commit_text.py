@@ -1,4 +1,4 @@
-"""index/commit_text.py: every file's commit text, ranked against a question."""
+"""index/history/commit_text.py: every file's commit text, ranked against a question."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from index.commit_text import CommitText
-from index.history import History, update_history
-from index.lexical import CorpusBuilder
+from index.history.commit_text import CommitText
+from index.history.commits import History, update_history
+from index.store.lexical import CorpusBuilder
 from index.tokenize import terms
 from tests.support.git import printer_repo
 

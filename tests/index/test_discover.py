@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from pathspec import GitIgnoreSpec
 
-import index.discover as discover_module
-from index.discover import discover, list_candidate_paths, resolve_path, stat_signature
+import index.files.discover as discover_module
 from index.errors import NotARepository, PathNotAllowed
-from index.ignore import any_of, matcher
-from index.languages import language_for
-from index.name_rules import SECRET_PATTERNS
+from index.files.discover import discover, list_candidate_paths, resolve_path, stat_signature
+from index.files.ignore import any_of, matcher
+from index.files.languages import language_for
+from index.files.name_rules import SECRET_PATTERNS
 from index.types import Selection
 
 

@@ -1,4 +1,4 @@
-"""File scores as arrays (index/filescores.py) give exactly what sorting every file in Python gave."""
+"""File scores as arrays (index/rank/filescores.py) give exactly what sorting every file in Python gave."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from index.filescores import FileScores, best_first, ordered
-from index.fusion import RRF_K
-from index.question import title_of
-from index.rank import AGREED_TOP, AUXILIARY_FACTOR, ONE_LINE_RRF_K, SIGNALS, FileEvidence, QueryEvidence, fuse
-from index.ranker import RERANK, feature_matrix, load_ranker, relative_columns, subject_columns
+from index.rank.evidence import AGREED_TOP, AUXILIARY_FACTOR, ONE_LINE_RRF_K, SIGNALS, FileEvidence, QueryEvidence, fuse
+from index.rank.filescores import FileScores, best_first, ordered
+from index.rank.fusion import RRF_K
+from index.rank.question import Question, title_of
+from index.rank.ranker import RERANK, feature_matrix, load_ranker, relative_columns, subject_columns
 
 
 def by_sorting(ids: np.ndarray, values: np.ndarray) -> list[int]:
@@ -56,7 +56,7 @@ def random_evidence(rng: np.random.Generator, n: int) -> FileEvidence:
 def reference_rank(ev: FileEvidence, query: str, values: dict[str, np.ndarray], allowed: np.ndarray | None,
                    ranked: bool, clue_features: Callable[[np.ndarray], np.ndarray]) -> dict[int, float]:
     """The file ranking as it was computed before scores became arrays: full sorts and dicts.
-    `clue_features` gives index/clues.py's and the commit text's columns for the candidates (what this
+    `clue_features` gives index/rank/clues.py's and the commit text's columns for the candidates (what this
     checks is the order)."""
     n = len(ev.paths)
     rankings: dict[str, list[int]] = {}
@@ -108,7 +108,7 @@ def test_the_file_ranking_is_exactly_that_of_full_sorts_scores_included(seed: in
     allowed = rng.random(900) < 0.7 if seed % 4 == 1 else None
     commit_text = np.round(rng.random(900) * 5, 1) * (rng.random(900) < 0.2)
     voters = np.round(rng.random(900) * 3, 0) * (rng.random(900) < 0.05)
-    found = QueryEvidence(query, chunk_scores, title_scores, dense, history, commit_text, commit_text[::-1].copy(),
+    found = QueryEvidence(Question.of(query), chunk_scores, title_scores, dense, history, commit_text, commit_text[::-1].copy(),
                           voters * 0.7, voters)
     values = ev.values(found)
     def clues(rows: np.ndarray) -> np.ndarray:
@@ -125,7 +125,7 @@ def test_the_file_ranking_is_exactly_that_of_full_sorts_scores_included(seed: in
 
 def test_hybrid_answers_skip_files_without_chunks_however_many_rank_first() -> None:
 
-    from index.hits import files_first
+    from index.search.hits import files_first
 
     counts = np.array([0] * 12 + [2, 1, 3])  # the 12 best files have no chunk (named, but empty)
     ev = FileEvidence([f"pkg/m{i}.py" for i in range(15)], np.concatenate(([0], np.cumsum(counts)[:-1])), counts,

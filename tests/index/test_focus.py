@@ -1,4 +1,4 @@
-"""The focus step (index/focus.py): a long report is searched without its pasted output."""
+"""The focus step (index/rank/focus.py): a long report is searched without its pasted output."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from index.build import BuildOptions, build_index
-from index.focus import FOCUS_BYTES, focus, focus_report
-from index.search import Searcher
+from index.build.pipeline import BuildOptions, build_index
+from index.rank.focus import FOCUS_BYTES, focus, focus_report
+from index.search.probe import file_ranking
+from index.search.searcher import Searcher
 
 PIP_LIST = "\n".join(["Package                       Version", "----------------------------- -------"]
                      + [f"settings-tool-{i:03d}             1.{i}.0" for i in range(120)]
@@ -97,5 +98,5 @@ def test_a_long_report_finds_the_file_its_title_and_code_name_not_the_one_its_pa
     assert len(question.encode()) > FOCUS_BYTES
     # BM25 over the whole report would put config.py first: its package list says "settings" 250 times
     assert [h.path for h in searcher.search(question, k=2, mode="lexical").hits] == ["pkg/server.py"]
-    assert [path for path, _ in searcher.rank_files(question)] == ["pkg/server.py"]
+    assert [path for path, _ in file_ranking(searcher, question)] == ["pkg/server.py"]
     assert searcher.search(question, k=1).query == question  # the result echoes what was asked

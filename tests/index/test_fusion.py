@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from index.fusion import RRF_K, rrf, top_k
-from index.hits import merge_hits, pack_hits
+from index.rank.fusion import RRF_K, rrf, top_k
+from index.search.hits import merge_hits, pack_hits
 from index.types import Hit
 
 

@@ -1,4 +1,4 @@
-"""index/history.py: past commits like the question vote for the files they touched."""
+"""index/history/commits.py: past commits like the question vote for the files they touched."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from index.build import BuildOptions, build_index
-from index.git_log import MAX_FILES
-from index.history import History, LiveHistory, update_from_git, update_history
+from index.build.pipeline import BuildOptions, build_index
+from index.history.commits import History, LiveHistory, update_from_git, update_history
+from index.history.git_log import MAX_FILES
 from index.tokenize import terms
 from tests.support.git import commit, git, printer_repo
 

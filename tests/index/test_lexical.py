@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
+from index.store.lexical import CorpusBuilder, LexicalIndex, TermCorpus
 
 DOCS = [
     ["def", "parse_config", "path", "open", "read", "yaml", "loader"],

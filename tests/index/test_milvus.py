@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from support.milvus import MilvusLiteServer, free_port
 
-from index.build import BuildOptions, build_index
+from index.build.fill import fill_vectors
+from index.build.pipeline import BuildOptions, build_index
 from index.errors import NoIndex, StoreUnavailable
-from index.fill import fill_vectors
 from index.milvus import MilvusStore, build_milvus, encode_terms
-from index.search import Searcher
+from index.search.searcher import Searcher
 
 
 def make_repo(root: Path, files: dict[str, str] | None = None) -> Path:

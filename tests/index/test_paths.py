@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from support.hostile import HOSTILE
 
-from index.discover import resolve_path
 from index.errors import PathNotAllowed
+from index.files.discover import resolve_path
 from index.types import Selection
 
 SELECTION = Selection(max_file_bytes=1000, exclude=("vendor/",))

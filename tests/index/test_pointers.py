@@ -7,9 +7,9 @@ from pathlib import Path
 
 from support.small_index import small_index
 
-from index.build import BuildOptions, build_index
-from index.question import extract_clues, line_mentions, named_symbols, only_a_name
-from index.search import Searcher
+from index.build.pipeline import BuildOptions, build_index
+from index.rank.question import extract_clues, line_mentions, named_symbols, only_a_name
+from index.search.searcher import Searcher
 
 SETTINGS = "".join(f"def option_{i}(value):\n    '''Option {i} of the settings.'''\n    return value + {i}\n\n\n" for i in range(30))
 

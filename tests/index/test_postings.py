@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.build import BuildOptions, build_index
-from index.lexical import CorpusBuilder, LexicalIndex, TermCorpus
-from index.postings import LexicalWriter
-from index.store import ChunkTable
+from index.build.pipeline import BuildOptions, build_index
+from index.store.layout import ChunkTable
+from index.store.lexical import CorpusBuilder, LexicalIndex, TermCorpus
+from index.store.postings import LexicalWriter
 
 
 def _documents(count: int, seed: int = 1) -> list[list[str]]:

@@ -1,4 +1,4 @@
-"""File-level evidence of hybrid search (index/rank.py) and how search answers file first."""
+"""File-level evidence of hybrid search (index/rank/evidence.py) and how search answers file first."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.build import BuildOptions, build_index
-from index.file_kinds import is_auxiliary, is_auxiliary_code
-from index.question import extract_clues, title_of
-from index.rank import ONE_LINE_RRF_K, RRF_K, FileEvidence, QueryEvidence, fuse
-from index.search import Searcher
+from index.build.pipeline import BuildOptions, build_index
+from index.files.file_kinds import is_auxiliary, is_auxiliary_code
+from index.rank.evidence import ONE_LINE_RRF_K, RRF_K, FileEvidence, QueryEvidence, fuse
+from index.rank.question import Question, extract_clues, title_of
+from index.search.probe import file_ranking
+from index.search.searcher import Searcher
 
 TRACEBACK = '''Crash when printing
 Traceback (most recent call last):
@@ -88,7 +89,7 @@ def test_an_auxiliary_file_that_bm25_and_the_dense_signal_both_rank_first_keeps_
     paths = ["pkg/server.py", "pkg/clients.py", agreed]
     ev = evidence(paths, [1, 1, 1])
     # BM25 and the dense signal both put the auxiliary file first; the two modules share the other places.
-    found = QueryEvidence("where is the load test of many clients", np.array([0.9, 0.5, 1.0]),
+    found = QueryEvidence(Question.of("where is the load test of many clients"), np.array([0.9, 0.5, 1.0]),
                           dense=[(2, 0.8), (0, 0.7), (1, 0.1)])
     order = [paths[i] for i in ev.rank(found).ordered().tolist()]
     assert (order[0] == agreed) is first
@@ -99,7 +100,7 @@ def test_a_question_of_one_line_is_fused_with_its_own_constant_and_a_report_with
     query: str, k: int
 ):
     ev = evidence(["pkg/server.py", "pkg/clients.py"], [1, 1])
-    found = QueryEvidence(query, np.array([0.9, 0.5]), dense=[(0, 0.8), (1, 0.1)])
+    found = QueryEvidence(Question.of(query), np.array([0.9, 0.5]), dense=[(0, 0.8), (1, 0.1)])
     # the server is first by its chunks' BM25, by the files' BM25 and by the vectors: three reciprocal ranks
     assert ev.rank(found)[0] == pytest.approx(3 / (k + 1))
 
@@ -159,7 +160,7 @@ def searcher(tmp_path_factory: pytest.TempPathFactory) -> Searcher:
 
 def test_hybrid_search_answers_with_the_best_chunk_of_each_best_file(searcher: Searcher):
     query = "load_settings reads the wrong settings\nsettings from settings.toml are ignored"
-    with_evidence = len(searcher.rank_files(query))
+    with_evidence = len(file_ranking(searcher, query))
     result = searcher.search(query, k=with_evidence)
     paths = [h.path for h in result.hits]
     assert len(set(paths)) == len(paths) == with_evidence
@@ -175,13 +176,13 @@ def test_lexical_mode_stays_a_plain_chunk_ranking(searcher: Searcher):
 
 def test_rank_files_orders_files_as_hybrid_search_does_and_honours_the_glob(searcher: Searcher):
     query = "serve HTTP on a port\nthe server ignores the port"
-    files = [path for path, _ in searcher.rank_files(query)]
+    files = [path for path, _ in file_ranking(searcher, query)]
     hits = [h.path for h in searcher.search(query, k=len(files)).hits]
     assert hits == files[: len(hits)] and files[0] == "pkg/server.py"
-    only_tests = [path for path, _ in searcher.rank_files(query + " settings", path_glob="tests/**")]
+    only_tests = [path for path, _ in file_ranking(searcher, query + " settings", path_glob="tests/**")]
     assert only_tests == ["tests/test_config.py"]
 
 
 def test_a_file_named_by_the_question_is_found_even_without_shared_words(searcher: Searcher):
-    files = [path for path, _ in searcher.rank_files("crash in pkg/cache.py\nsee the traceback above")]
+    files = [path for path, _ in file_ranking(searcher, "crash in pkg/cache.py\nsee the traceback above")]
     assert files[0] == "pkg/cache.py"

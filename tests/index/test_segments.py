@@ -1,6 +1,6 @@
 """A delta re-index (base segment + delta + deletion mask) answers as a full rebuild does.
 
-Scores may differ only by the base's average-length drift (index/segments.py), which bounds the
+Scores may differ only by the base's average-length drift (index/store/segments.py), which bounds the
 relative error of every base weight; rankings, hits and file lists must be the same; after a
 compaction the index is a single segment again and equals a full rebuild."""
 
@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.build import BuildOptions, build_index
-from index.fill import fill_vectors
-from index.question import extract_clues
-from index.search import Searcher
-from index.segments import SEGMENTS, load_segments
-from index.store import IndexDir
+from index.build.fill import fill_vectors
+from index.build.pipeline import BuildOptions, build_index
+from index.rank.question import extract_clues
+from index.search.probe import file_ranking
+from index.search.searcher import Searcher
+from index.store.layout import IndexDir
+from index.store.segments import SEGMENTS, load_segments
 
 WORDS = ("parse config retry socket buffer token stream cache render session widget query index "
          "merge split commit branch tree node graph path route handler request response error").split()
@@ -86,7 +87,7 @@ def _answers(index_dir: Path) -> tuple[list[list[tuple[str, int, int]]], list[li
         result = searcher.search(q, k=8, mode="lexical")
         hits.append([(h.path, h.start_line, h.end_line) for h in result.hits])
         scores.append([h.score for h in result.hits])
-        files.append([p for p, _ in searcher.rank_files(q)[:13]])
+        files.append([p for p, _ in file_ranking(searcher, q)[:13]])
     return hits, scores, files
 
 
@@ -182,7 +183,7 @@ def test_old_chunks_of_changed_and_removed_files_never_come_back(tree: Path, tmp
         result = searcher.search(mode_query, k=20, mode="lexical")
         assert all(h.path != "pkg2/mod_010.py" for h in result.hits)
         assert all(old not in h.text or h.path != "pkg1/mod_005.py" for h in result.hits)
-        assert all(p != "pkg2/mod_010.py" for p, _ in searcher.rank_files(mode_query))
+        assert all(p != "pkg2/mod_010.py" for p, _ in file_ranking(searcher, mode_query))
     assert "pkg2/mod_010.py" not in searcher.manifest.files
     gen = searcher._gen
     assert gen is not None  # the "definitions" signal no longer finds the removed function
@@ -248,7 +249,7 @@ def test_a_file_system_without_hard_links_gets_a_single_segment(
     def no_links(*_: object) -> None:
         raise OSError(1, "Operation not permitted")
 
-    monkeypatch.setattr("index.delta.os.link", no_links)
+    monkeypatch.setattr("index.build.delta.os.link", no_links)
     build_index(tree, tmp_path / "idx", LEXICAL)
     assert load_segments(IndexDir(tmp_path / "idx").current()) is None
     assert Searcher(tmp_path / "idx").search("cache_token_refresh", k=1, mode="lexical").hits[0].path == "pkg1/mod_005.py"

@@ -1,4 +1,4 @@
-"""index/subjects.py: past commits whose subjects mean what a report's title means vote for the
+"""index/history/subjects.py: past commits whose subjects mean what a report's title means vote for the
 files they touched; the subjects are embedded once, at index time, and only the new ones later."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.build import BuildOptions, build_index
+from index.build.fill import fill_vectors
+from index.build.pipeline import BuildOptions, build_index
 from index.embed import Embedder, HashEmbedder
-from index.fill import fill_vectors
-from index.history import History, fill_subjects, update_from_git, update_history
-from index.ranker import FEATURES
-from index.search import Searcher
-from index.subjects import SubjectEncoder, SubjectVectors, per_file, subject_spec, subject_votes
+from index.history.commits import History, fill_subjects, update_from_git, update_history
+from index.history.subjects import SubjectEncoder, SubjectVectors, per_file, subject_spec, subject_votes
+from index.rank.ranker import FEATURES
+from index.search.probe import file_features
+from index.search.searcher import Searcher
 from tests.support.git import commit, git, printer_repo
 
 SPEC = "hash:64"
@@ -126,10 +127,10 @@ def test_a_search_reads_the_title_against_the_subjects_with_the_model_that_made_
     searcher = Searcher(tmp_path / "idx")
     history = searcher.history()
     assert history is not None and history.subjects is not None and history.subjects.spec == SPEC
-    paths, features = searcher.file_features("Nested matrices print wrong\nThe brackets are lost.")
+    paths, features = file_features(searcher, "Nested matrices print wrong\nThe brackets are lost.")
     voters = features[:, FEATURES.index("subject_voters")]
     assert voters[paths.index("pkg/printer.py")] > 0
-    _, one_line = searcher.file_features("nested matrices print wrong")
+    _, one_line = file_features(searcher, "nested matrices print wrong")
     assert not one_line[:, FEATURES.index("subject_voters")].any()  # no title: no subject votes
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from support.small_index import small_index
 
-from index.question import Frame, traceback_frames
+from index.rank.question import Frame, traceback_frames
 
 SESSIONS = '''"""Sessions."""
 

@@ -1,4 +1,4 @@
-"""The vector index (index/vector.py): exact when small, IVF when large, and what each returns."""
+"""The vector index (index/store/vector.py): exact when small, IVF when large, and what each returns."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import index.vector as vector
-from index.vector import VectorIndex, ivf_lists
+import index.store.vector as vector
+from index.store.vector import VectorIndex, ivf_lists
 
 
 def clustered(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:

@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 import threading
-import types
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,7 +17,8 @@ from bridge.llm.gguf import bundled_model_path
 from bridge.llm.llama import LlamaCppRuntime, _import_llama_cpp, default_threads
 from bridge.llm.openai import OpenAICompatRuntime
 from bridge.llm.runtime import Message, Runtime, TemplateOverhead, measure_overhead, resolve_gpu_layers
-from bridge.llm.tokens import EstimateCounter, LlamaTokenCounter, TokenCounter, estimate_tokens, fallback_estimate
+from bridge.llm.tokens import EstimateCounter, LlamaTokenCounter, TokenCounter, estimate_tokens
+from index.tokenize import estimate_tokens as index_estimate
 
 CODE = (Path(__file__).resolve().parents[2] / "bridge" / "chat" / "budget.py").read_text(encoding="utf-8")
 
@@ -66,23 +66,10 @@ def test_a_file_that_is_not_gguf_fails_before_llama_cpp_sees_it(tmp_path: Path) 
 # --- token counting -------------------------------------------------------------------------
 
 
-def test_the_fallback_estimate_is_a_third_of_the_characters_plus_ten_percent() -> None:
-    assert fallback_estimate("") == 0
-    assert fallback_estimate("a" * 30) == 11
-
-
-def test_the_estimate_counter_uses_index_estimate_when_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("index.tokenize")
-    fake.estimate_tokens = lambda text: 42  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "index.tokenize", fake)
+def test_the_estimate_counter_counts_as_the_index_packs() -> None:
     counter = EstimateCounter()
     assert isinstance(counter, TokenCounter) and not counter.exact
-    assert counter.count("anything") == 42
-
-
-def test_the_estimate_falls_back_when_index_has_no_estimator(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "index.tokenize", types.ModuleType("index.tokenize"))
-    assert estimate_tokens("a" * 30) == 11
+    assert counter.count(CODE) == index_estimate(CODE) > 0
 
 
 def vocab_counter() -> LlamaTokenCounter:
@@ -99,8 +86,8 @@ def test_the_bundled_vocabulary_counts_special_tokens_as_one() -> None:
     assert counter.count("") == 0
 
 
-def test_the_fallback_estimate_over_counts_real_code() -> None:
-    assert fallback_estimate(CODE) >= vocab_counter().count(CODE)
+def test_the_estimate_over_counts_real_code() -> None:
+    assert estimate_tokens(CODE) >= vocab_counter().count(CODE)
 
 
 # --- a fake OpenAI-compatible server on 127.0.0.1 --------------------------------------------

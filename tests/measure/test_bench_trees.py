@@ -10,8 +10,8 @@ import pytest
 
 from bench.swebench_trees import TreeJob, content_sources, index_fingerprint, missing_history, prepare_history, sync_tree
 from index.embed import HashEmbedder
-from index.history import History
-from index.subjects import SubjectEncoder
+from index.history.commits import History
+from index.history.subjects import SubjectEncoder
 from tests.support.git import git, printer_repo
 
 

@@ -11,8 +11,8 @@ from bridge.llm.gguf import preset
 from bridge.llm.prefill import fit_prefill, holdout, measure_points, prefill_sizes, relative_residuals
 from bridge.llm.runtime import TemplateOverhead
 from bridge.measure.compare import ModelSide, compare, context_side, count_repository, gpu_fits
-from index.build import BuildOptions, build_index
-from index.search import Searcher
+from index.build.pipeline import BuildOptions, build_index
+from index.search.searcher import Searcher
 
 GIB = 1 << 30
 

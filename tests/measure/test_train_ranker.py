@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.train_ranker import Sample, markdown, report
-from index.ranker import FEATURES
+from index.rank.ranker import FEATURES
 
 
 def samples(signal: float) -> list[Sample]:

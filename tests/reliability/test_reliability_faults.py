@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from bridge.cli import main
-from index.build import BuildOptions, build_index
-from index.fill import fill_vectors
-from index.search import Searcher
-from index.store import IndexDir
+from index.build.fill import fill_vectors
+from index.build.pipeline import BuildOptions, build_index
+from index.search.searcher import Searcher
+from index.store.layout import IndexDir
 
 # Runs the rest of argv as `python -m bridge ...` with every file capped at argv[1] bytes.
 LIMITED = (
@@ -66,7 +66,7 @@ def _one_error_line(stderr: str) -> str:
     return lines[0]
 
 
-# One file changed: a delta re-index (index/delta.py), whose new files are a few KB; 40 of 200:
+# One file changed: a delta re-index (index/build/delta.py), whose new files are a few KB; 40 of 200:
 # past the delta's share of the base, so the streaming single-segment build writes it all.
 @pytest.mark.parametrize(("changed", "limit"), [(1, 4 * 1024), (40, 32 * 1024)], ids=["delta", "single-segment"])
 def test_a_full_disk_while_writing_the_lexical_index_is_one_line_and_the_old_index_answers(

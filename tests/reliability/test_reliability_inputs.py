@@ -18,13 +18,13 @@ import pytest
 from support.hostile import BIG, OUTSIDE, SECRET, hostile_repo, write_file
 from support.server import call_tools
 
-import index.discover as discover_module
+import index.files.discover as discover_module
 from bridge.server.app import ServeOptions, build_server, open_service
 from bridge.server.models import SearchCodeResult
 from bridge.server.repos import RepoSpec
-from index.build import BuildOptions, BuildReport, build_index
+from index.build.pipeline import BuildOptions, BuildReport, build_index
 from index.errors import BadQuery
-from index.search import Searcher
+from index.search.searcher import Searcher
 
 
 def _flaky_open(root: Path) -> object:

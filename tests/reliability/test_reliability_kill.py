@@ -1,5 +1,5 @@
 """`kill -9` of an indexing process at 20 points of a single-segment build, and at 14 points of
-a delta re-index (index/delta.py), never costs the index that was live before.
+a delta re-index (index/build/delta.py), never costs the index that was live before.
 
 Each case runs `build_index` + `fill_vectors` in a child process that SIGKILLs itself at one
 point (a progress stage, or just before/after one write or rename of the write path). Then:
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from index.build import BuildOptions, build_index
-from index.fill import fill_vectors
-from index.search import Searcher
+from index.build.fill import fill_vectors
+from index.build.pipeline import BuildOptions, build_index
+from index.search.searcher import Searcher
 
 QUERIES = ("parse the settings file", "retry connection backoff", "handler_7 response", "render greeting", "zebra")
 OPTIONS = BuildOptions(embedder="hash", max_delta=0)  # the streaming single-segment build
@@ -33,27 +33,28 @@ WORKER = r'''
 import os, shutil, signal, sys
 from pathlib import Path
 
-import index.build, index.delta, index.embed, index.lexical, index.postings, index.store, index.vector
-from index.build import BuildOptions, build_index
-from index.fill import fill_vectors
+import index.build.pipeline, index.build.delta, index.embed
+import index.store.lexical, index.store.postings, index.store.layout, index.store.vector
+from index.build.pipeline import BuildOptions, build_index
+from index.build.fill import fill_vectors
 
-index.postings._RUN_POSTINGS = 300  # several sorted runs of postings per build, flushed while chunking
+index.store.postings._RUN_POSTINGS = 300  # several sorted runs of postings per build, flushed while chunking
 
 root, index_dir, point, when, nth = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 max_delta = float(sys.argv[6])
 TARGETS = {
-    "ChunkWriter.copy": (index.store.ChunkWriter, "copy"),
-    "ChunkWriter.close": (index.store.ChunkWriter, "close"),
-    "LexicalWriter._flush_run": (index.postings.LexicalWriter, "_flush_run"),
-    "LexicalWriter._merge": (index.postings.LexicalWriter, "_merge"),
-    "Manifest.to_json": (index.store.Manifest, "to_json"),
-    "fsync": (index.store, "_fsync"),
+    "ChunkWriter.copy": (index.store.layout.ChunkWriter, "copy"),
+    "ChunkWriter.close": (index.store.layout.ChunkWriter, "close"),
+    "LexicalWriter._flush_run": (index.store.postings.LexicalWriter, "_flush_run"),
+    "LexicalWriter._merge": (index.store.postings.LexicalWriter, "_merge"),
+    "Manifest.to_json": (index.store.layout.Manifest, "to_json"),
+    "fsync": (index.store.layout, "_fsync"),
     "os.replace": (os, "replace"),
     "shutil.rmtree": (shutil, "rmtree"),
-    "VectorIndex.save": (index.vector.VectorIndex, "save"),
+    "VectorIndex.save": (index.store.vector.VectorIndex, "save"),
     "os.link": (os, "link"),
-    "np.save": (index.delta.np, "save"),
-    "_write_lexical": (index.delta, "_write_lexical"),
+    "np.save": (index.build.delta.np, "save"),
+    "_write_lexical": (index.build.delta, "_write_lexical"),
     "put_many": (index.embed.EmbeddingCache, "put_many"),
 }
 calls = 0

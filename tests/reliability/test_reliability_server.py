@@ -21,7 +21,7 @@ import pytest
 from support.server import make_repo
 
 from bridge.server.app import RunningServer, start_background
-from bridge.server.client import connect
+from bridge.server.connect import connect
 
 TOKEN = "Reliability-Token-0123456789abcdefXYZ"
 INIT = {

@@ -26,7 +26,7 @@ from support.hostile import HOSTILE_PATHS as SERVER_PATHS_TABLE
 from support.server import make_repo
 
 from bridge.server.app import ServeOptions, build_server, open_service, start_background
-from bridge.server.client import connect
+from bridge.server.connect import connect
 from bridge.server.repos import RepoSpec
 from bridge.server.tools import TOOL_NAMES
 

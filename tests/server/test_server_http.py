@@ -21,7 +21,7 @@ import pytest
 from support.server import bridge_command, make_repo, subprocess_env
 
 from bridge.server.app import start_background
-from bridge.server.client import connect
+from bridge.server.connect import connect
 
 TOKEN = "test-token-0123456789abcdef"
 INIT = {

@@ -9,7 +9,7 @@ import anyio
 from support.milvus import MilvusLiteServer
 
 from bridge.server.app import RunningServer, start_background
-from bridge.server.client import connect
+from bridge.server.connect import connect
 from index.milvus import MilvusStore, build_milvus
 
 QUERIES = ["load the json config", "retry backoff delays", "invalid port number", "SessionStore touch"]

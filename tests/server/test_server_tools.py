@@ -251,7 +251,7 @@ def test_results_say_how_stale_they_are(server: object, repo: Path) -> None:
 
 
 def test_searches_keep_answering_while_a_reindex_waits_for_the_writer(server: object, service: object, repo: Path) -> None:
-    from index.store import IndexDir
+    from index.store.layout import IndexDir
 
     target = service.repos.default  # type: ignore[attr-defined]
     (repo / "src" / "new_module.py").write_text("def freshly_added():\n    pass\n")
@@ -320,9 +320,9 @@ def test_several_repositories_are_served_and_chosen_by_name_or_path(tmp_path: Pa
 
 
 def test_search_uses_vectors_when_the_index_has_them(tmp_path: Path, bridge_home: Path) -> None:
-    from index.build import BuildOptions, build_index
-    from index.fill import fill_vectors
-    from index.store import default_index_dir
+    from index.build.fill import fill_vectors
+    from index.build.pipeline import BuildOptions, build_index
+    from index.store.layout import default_index_dir
 
     root = make_repo(tmp_path / "vec")
     build_index(root, default_index_dir(root), BuildOptions(embedder="hash"))

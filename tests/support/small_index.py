@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from index.build import BuildOptions, build_index
-from index.search import Searcher
+from index.build.pipeline import BuildOptions, build_index
+from index.search.searcher import Searcher
 
 
 def small_index(tmp_path: Path, files: dict[str, str], target_tokens: int) -> Searcher:
