@@ -20,7 +20,7 @@ Three more sets, written the same way by reading code the project had never been
 questions per codebase, each set committed before its first run), say how far the first set's
 figures carry: bench/data/nl_questions_2.jsonl (click 8.5.1, rich 15.0.0, starlette 1.10.0),
 nl_questions_3.jsonl (jinja2 3.1.6, uvicorn 0.55.0, anyio 4.16.0) and nl_questions_4.jsonl
-(markdown-it-py 4.3.0, packaging 26.4, tqdm 4.70.1); bench/RESULTS.md (sixteenth pass) says which
+(markdown-it-py 4.3.0, packaging 26.4, tqdm 4.70.1); bench/archive/RESULTS-journal.md (sixteenth pass) says which
 of them later choices were weighed on. Their codebases are installed dependencies, so a release
 that moves a gold file stops the run with the gold-file error above; those are the versions the
 questions were written against (install them into another folder and pass `--root NAME=PATH`).

@@ -82,7 +82,7 @@ def _loss(w: np.ndarray, samples: Sequence[Sample], l2: float, weights: np.ndarr
     gradient.
 
     (Pulling w towards the fused order instead of towards 0 was tried: leave-one-repository-out
-    recall@1 0.543-0.550 against 0.557 here, bench/RESULTS.md.)"""
+    recall@1 0.543-0.550 against 0.557 here, bench/archive/RESULTS-journal.md.)"""
     total, grad = l2 * float(w @ w), 2 * l2 * w
     for s, weight in zip(samples, weights):
         z = s.features @ w

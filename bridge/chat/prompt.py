@@ -47,7 +47,7 @@ def render_question(question: str, citation: str = "path:start-end") -> str:
 
     `citation` (the first snippet's) is shown as the shape to copy: with it the bundled SmolLM2
     cited a retrieved source in 5 of 11 answers, against 1 of 6 when told only "path:start-end"
-    (bench/decode_bench.py, bench/RESULTS.md).
+    (bench/decode_bench.py, bench/archive/RESULTS-journal.md).
     """
     return _format("question.txt", question=question.strip(), citation=citation).strip()
 

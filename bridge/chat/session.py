@@ -61,7 +61,7 @@ class Turn:
 def pick_sources(runtime: Runtime, messages: Sequence[Message], text: str, spans: Sequence[Span]) -> str | None:
     """When the model's text cites no retrieved source, let it pick its sources under a grammar.
 
-    Small models rarely cite unprompted (bench/RESULTS.md); a grammar limited to the retrieved
+    Small models rarely cite unprompted (bench/archive/RESULTS-journal.md); a grammar limited to the retrieved
     citations makes whatever it picks valid. Skipped for a reply too short to be an answer.
     """
     if not spans or len(text.split()) < MIN_WORDS or check_citations(text, spans).valid:

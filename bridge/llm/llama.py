@@ -44,7 +44,7 @@ def default_threads(cpus: int | None = None) -> int:
 
     The same number serves prefill and decoding. llama-cpp-python would prefill with every logical
     CPU; on a busy machine those threads spin-wait for each other, and on 2 shared cores prefill
-    ran 6x slower (512 tokens: 24 s with 2 batch threads, 4 s with 1; bench/RESULTS.md).
+    ran 6x slower (512 tokens: 24 s with 2 batch threads, 4 s with 1; bench/archive/RESULTS-journal.md).
     """
     if cpus is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -83,7 +83,7 @@ class Decoding:
 
 
 GREEDY = Decoding()
-# Chosen by measurement (bench/decode_bench.py, bench/RESULTS.md).
+# Chosen by measurement (bench/decode_bench.py, bench/DECISIONS.md).
 # SmolLM2-135M on 11 stdlib questions: greedy looped on 6 of 6; temperature 0.3 with min_p 0.1 and
 # repeat_penalty 1.1 never looped and cited most often. Larger models are left greedy (not measured here).
 SMALL_MODEL = Decoding(temperature=0.3, top_p=1.0, min_p=0.1, repeat_penalty=1.1)

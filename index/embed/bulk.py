@@ -1,6 +1,6 @@
 """Bulk MiniLM encoding (indexing) on OpenVINO, without torch once the graph is exported.
 
-Measured on a 2-core Xeon with AMX (bench/embed_bench.py, bench/RESULTS.md), 256-piece chunks:
+Measured on a 2-core Xeon with AMX (bench/embed_bench.py, bench/archive/RESULTS-journal.md), 256-piece chunks:
 
 - The graph is an ONNX export of the bundled weights (index/embed/minilm.py, once, locally) traced
   with transformers' "eager" attention: plain matrix products, mask and softmax, which the CPU

@@ -6,7 +6,7 @@ stored commits that touched it, and BM25 ranks files by how well their commit te
 question. Over the years a file collects the words its maintainers use for it ("blueprint",
 "autosummary", "dot in name"), words a bug report uses too, though the code may not.
 
-Measured on shared/bench (bench/RESULTS.md, issue 11, fourth pass): alone, the title's match
+Measured on shared/bench (bench/archive/RESULTS-journal.md, issue 11, fourth pass): alone, the title's match
 puts the gold file in the top 5 of the fused candidates for 0.51 of the reports; as two
 features of the learned second stage it lifts leave-one-repository-out recall@1 by three
 questions and recall@5 by two. It is built from the stored commit terms on first use (0.075 s

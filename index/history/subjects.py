@@ -5,7 +5,7 @@ BM25 over the commit messages (index/history/commits.py) finds past commits that
 A report's title and the subject of an earlier fix often say the same thing in other words, which
 a sentence model matches. MiniLM does; the static table distilled from it does not: on shared/bench,
 leave-one-repository-out R@1 went up 3 questions with MiniLM and 0 with the static vectors
-(bench/RESULTS.md). So the subjects are embedded with MiniLM whatever model embeds the chunks, and
+(bench/archive/RESULTS-journal.md). So the subjects are embedded with MiniLM whatever model embeds the chunks, and
 an index built without a model has none.
 
 The SUBJECT_VOTERS commits nearest to the title vote for the files they touched. The learned second stage
@@ -145,7 +145,7 @@ class SubjectVectors:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         # Not `matrix @ vector`: OpenBLAS splits that over both cores, and with one core busy
         # elsewhere its threads wait for each other; a whole-report search took 68 ms instead of 35
-        # (bench/RESULTS.md). einsum's own loop is one thread: 0.33 ms for 6,000 subjects.
+        # (bench/archive/RESULTS-journal.md). einsum's own loop is one thread: 0.33 ms for 6,000 subjects.
         cosines = np.einsum("ij,j->i", self.matrix, vector.astype(np.float32))
         k = min(k, len(cosines))
         top = np.argpartition(-cosines, k - 1)[:k]

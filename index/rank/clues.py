@@ -2,7 +2,7 @@
 meet the report's title, and where a traceback ends.
 
 The signals of index/rank/evidence.py rank files by the report's words as a whole. Studying the
-questions where the gold file was among the fused top 20 but not first (bench/RESULTS.md,
+questions where the gold file was among the fused top 20 but not first (bench/archive/RESULTS-journal.md,
 issue 11, third pass) showed what they miss: the title is the reporter's one-line summary and
 often names the module by its own name (`ccode(sinc(x))` → `printing/ccode.py`, a "blueprint"
 → `blueprints.py`, `rst_prolog` → `util/rst.py`, a "(fu.py)" in the title), or a class the

@@ -18,7 +18,7 @@ chunks use: score = Σ weight / (RRF_K + rank); ONE_LINE_RRF_K for a question of
 Auxiliary files (tests, docs, examples, files in no programming language) have their fused score
 multiplied by AUXILIARY_FACTOR unless the question names them: a report of wrong behaviour is
 answered by the implementation, and tests and docs repeat its vocabulary. Weights are all 1 and
-the constants round numbers; bench/swebench.py measures each signal's share (bench/RESULTS.md).
+the constants round numbers; bench/swebench.py measures each signal's share (bench/archive/RESULTS-journal.md).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ AUXILIARY_FACTOR = 0.5
 AGREED_TOP = 2
 # The fused order is the answer for a question of one line (the learned stage reads reports), and
 # its constant was chosen on shared/bench's titles asked alone: R@1 0.450 at 60, 0.471 at 30 with
-# R@5 unchanged, 0.479 at 20 with R@5 lower (bench/RESULTS.md). Reports keep RRF_K: the learned
+# R@5 unchanged, 0.479 at 20 with R@5 lower (bench/DECISIONS.md). Reports keep RRF_K: the learned
 # stage was trained on features fused with it.
 ONE_LINE_RRF_K = 30
 DENSE_CHUNKS = 1000  # nearest chunks looked at for the dense file ranking
@@ -333,7 +333,7 @@ class FileEvidence:
         benchmark questions of the natural-language set out of hybrid's top 10 while lexical and vector
         each ranked them 1-2. Tests and prose stay demoted even then: they repeat the words of the code
         they describe. Exempting prose as well cost shared/bench's titles, asked as one-line questions,
-        five of their 63 first places, and tests too ten (bench/RESULTS.md)."""
+        five of their 63 first places, and tests too ten (bench/archive/RESULTS-journal.md)."""
         n = len(self.paths)
         agreed: np.ndarray = mask(rankings["chunks"][:AGREED_TOP], n) & mask(rankings["dense"][:AGREED_TOP], n)
         agreed &= self.auxiliary_code_mask()

@@ -2,7 +2,7 @@
 
 Hybrid search scores every file with some evidence (tens of thousands at a million chunks) but
 answers with a handful. Sorting them all in Python dicts cost about a third of a hybrid query at
-1.15M chunks (bench/RESULTS.md), so scores stay numpy arrays and:
+1.15M chunks (bench/archive/RESULTS-journal.md), so scores stay numpy arrays and:
 
 - `best_first` picks the n best of many by a partition, then sorts only those n;
 - `ordered` sorts all of them (a signal's ranking needs every rank) with numpy's SIMD sort,

@@ -1,7 +1,7 @@
 """How many indexed files changed on disk since their generation was built, off the search path.
 
 Every search result says it (`IndexInfo.stale_files`), and counting stats every indexed file: 0.3 s at
-100,000 files, which a search paid every TTL seconds when it counted in line (bench/RESULTS.md). So the
+100,000 files, which a search paid every TTL seconds when it counted in line (bench/archive/RESULTS-journal.md). So the
 first count of a generation, and any asked for `fresh` (a status), is made at once; after that a count
 up to TTL old is reused, and an older one is returned while one background thread counts again.
 """

@@ -1,6 +1,6 @@
 """BM25 over code-aware terms, as a precomputed sparse matrix in numpy.
 
-Engine choice (see bench/RESULTS.md): rank-bm25 scores every document in Python for every query
+Engine choice (see bench/DECISIONS.md): rank-bm25 scores every document in Python for every query
 (~30 ms at 22k chunks here); precomputing each (term, document) weight, as bm25s does, makes a
 query sum the posting lists of its terms only. bm25s's index build loops in Python (1.5 s at 22k
 chunks), so the matrix is built here with a few vectorised numpy passes instead. Scoring is Okapi

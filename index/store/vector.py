@@ -4,7 +4,7 @@ embedded index works: hybrid search uses whatever vectors exist while the rest a
 computed.
 
 Why IVF and not HNSW above the threshold (the ANN benchmark, since retired, on the static vectors of 1.15M
-chunks, bench/RESULTS.md): hybrid search asks for the DENSE_CHUNKS (1,000) nearest chunks. IVF
+chunks, bench/archive/RESULTS-journal.md): hybrid search asks for the DENSE_CHUNKS (1,000) nearest chunks. IVF
 with 2,048 lists and nprobe 64 finds 99.3 % / 98.1 % / 95.1 % of the exact 10 / 100 / 1,000 nearest
 in 6.5 ms of CPU (exact search: 109 ms) and builds in 28 s of CPU; HNSW (M 16, efSearch 1,000)
 answers in 2 ms but finds fewer (97.8 / 98.4 / 92.3 %) and takes 157 s of CPU to build, paid again
@@ -15,7 +15,7 @@ allowed vectors in the probed lists, so `top` probes more lists the fewer are al
 The vectors are stored in float16, in the exact scan as in the IVF's lists. An exact query reads
 every vector, so it is bound by memory: 59,390 MiniLM vectors (384 dims) took 8.0 ms in float32
 and 3.4 ms in float16 (one thread), and a whole-report hybrid search on that index 49 ms instead
-of 54 (bench/RESULTS.md).
+of 54 (bench/archive/RESULTS-journal.md).
 A float16 vector differs from its float32 self by under 1e-3 of its length, so only near-exact
 ties can swap; indexes written in float32 by earlier versions are read and searched as before.
 In the IVF (463k static vectors of shared/bench, the same benchmark) float16 halves the index,
@@ -37,7 +37,7 @@ from index.errors import CorruptIndex
 __all__ = ["ANN_THRESHOLD", "VectorIndex", "ivf_lists"]
 
 ANN_THRESHOLD = 100_000
-NPROBE = 64  # lists scanned per query: recall@1000 0.95 of exact at 5 ms per query (bench/archive/)
+NPROBE = 64  # lists scanned per query: recall@1000 0.95 of exact at 5 ms per query (bench/archive/RESULTS-journal.md)
 _TRAIN_PER_LIST = 40  # faiss asks for at least 39 training vectors per centroid
 
 
