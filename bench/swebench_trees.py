@@ -53,7 +53,7 @@ EMBEDDER = "static"  # the default; bench/swebench.py --embedder picks another
 # The modules (index/ROOM/NAME.py, index/NAME.py) and packages (index/NAME/) whose code decides what an
 # index holds (not how it is searched or watched).
 _CONTENT_MODULES = (
-    "files/discover", "files/name_rules", "files/ignore", "files/languages", "files/syntax", "files/chunk", "tokenize",
+    "files/discovery", "files/name_rules", "files/ignore", "files/languages", "files/syntax", "files/chunk", "tokenize",
     "store/lexical", "store/postings", "embed", "store/vector", "store/layout", "store/segments", "build/changes",
     "build/delta", "build/pipeline", "build/fill",
 )

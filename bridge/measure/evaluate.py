@@ -134,7 +134,7 @@ def _parse_question(line: str) -> Question:
         id=_str_field(raw, "id", required=True) or "",
         query=_str_field(raw, "query", required=True) or "",
         gold_files=gold_files,
-        gold_spans=tuple(_parse_span(item) for item in _list_field(raw, "gold_spans")),
+        gold_spans=_parse_spans(raw.get("gold_spans", [])),
         answer_contains=_str_list(raw, "answer_contains", required=False),
         repo=_str_field(raw, "repo", required=False),
         base_commit=_str_field(raw, "base_commit", required=False),
@@ -164,6 +164,18 @@ def _str_list(raw: dict[str, Any], key: str, *, required: bool) -> tuple[str, ..
     if not all(isinstance(item, str) and item for item in items):
         raise ValueError(f"'{key}' must be a list of non-empty strings")
     return tuple(items)
+
+
+def _parse_spans(value: Any) -> tuple[Span, ...]:
+    """Line spans, a list of {path, start_line, end_line}. shared/bench writes the definitions a fix
+    touches as names per file instead ({path: ["Class.method", ...]}): no lines to score, so none."""
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) and isinstance(v, list) for k, v in value.items()):
+            raise ValueError("'gold_spans' as an object maps each path to a list of definition names")
+        return ()
+    if not isinstance(value, list):
+        raise ValueError("'gold_spans' must be a list")
+    return tuple(_parse_span(item) for item in value)
 
 
 def _parse_span(item: Any) -> Span:

@@ -5,7 +5,7 @@ language and kind, and syntax-aware chunks. Reads the disk; knows nothing of sto
 from __future__ import annotations
 
 from index.files.chunk import chunk_file
-from index.files.discover import (
+from index.files.discovery import (
     Listing,
     discover,
     iter_files,

@@ -2,7 +2,7 @@
 .gitignore files with git's rules. Also the pattern matchers for a Selection's lists.
 
 Both halves only decide by name; what is then read (size, binary, symlinks, secrets) is
-index/files/discover.py's business.
+index/files/discovery.py's business.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a file's name alone keeps out of an index (and out of the server's reach): likely secrets,
 dependency lock files, the user's exclude patterns, .git and the index's own folder, and names that
-cannot be served. index/files/discover.py applies these before any file is opened.
+cannot be served. index/files/discovery.py applies these before any file is opened.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from index import syntax as syntax_module
+from index.files import syntax as syntax_module
 from index.files.chunk import chunk_file
 from index.files.syntax import Symbol, grammar_for, outline
 from index.tokenize import estimate_tokens

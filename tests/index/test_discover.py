@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pathspec import GitIgnoreSpec
 
-import index.files.discover as discover_module
+import index.files.discovery as discover_module
 from index.errors import NotARepository, PathNotAllowed
-from index.files.discover import discover, list_candidate_paths, resolve_path, stat_signature
+from index.files.discovery import discover, list_candidate_paths, resolve_path, stat_signature
 from index.files.ignore import any_of, matcher
 from index.files.languages import language_for
 from index.files.name_rules import SECRET_PATTERNS

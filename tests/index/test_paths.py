@@ -9,7 +9,7 @@ import pytest
 from support.hostile import HOSTILE
 
 from index.errors import PathNotAllowed
-from index.files.discover import resolve_path
+from index.files.discovery import resolve_path
 from index.types import Selection
 
 SELECTION = Selection(max_file_bytes=1000, exclude=("vendor/",))

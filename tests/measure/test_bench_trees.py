@@ -72,7 +72,7 @@ def test_the_fingerprint_reads_every_index_module_and_package_it_names() -> None
 
     home = Path(index.__file__).parent
     sources = content_sources(home)
-    assert "build.py" in sources and "embed/minilm.py" in sources and "embed/bulk.py" in sources
+    assert "build/pipeline.py" in sources and "embed/minilm.py" in sources and "embed/bulk.py" in sources
     assert all((home / s).is_file() for s in sources)
     assert index_fingerprint("static:a") != index_fingerprint("static:b")  # type: ignore[arg-type]
 

@@ -18,7 +18,7 @@ import pytest
 from support.hostile import BIG, OUTSIDE, SECRET, hostile_repo, write_file
 from support.server import call_tools
 
-import index.files.discover as discover_module
+import index.files.discovery as discover_module
 from bridge.server.app import ServeOptions, build_server, open_service
 from bridge.server.models import SearchCodeResult
 from bridge.server.repos import RepoSpec
