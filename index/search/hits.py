@@ -3,6 +3,7 @@ neighbours of one file, pack under a token budget, and say which hits' files cha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,7 +16,8 @@ from index.store import FileEntry
 from index.tokenize import estimate_tokens
 from index.types import Chunk, Hit
 
-__all__ = ["Pointers", "files_first", "fit_prefix", "marked_stale", "merge_hits", "pack_hits", "pointers"]
+__all__ = [
+    "ChunkChooser", "Pointers", "files_first", "fit_prefix", "marked_stale", "merge_hits", "pack_hits", "pointers"]
 
 _GONE = "deleted since indexing: run `bridge index` (MCP: refresh_index) to drop it"
 _CHANGED = "changed since indexing, so these lines may have moved: run `bridge index` (MCP: refresh_index)"
@@ -64,6 +66,28 @@ class Pointers:
         return found
 
 
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+
+
+def named_lines(hits: Sequence[Hit], question: Question) -> dict[str, int]:
+    """Path -> the line of its hit that uses most of the names the report's title uses as code (each
+    counting twice) and the report's other code names, for hits where any line uses one."""
+    clues = question.title_clues
+    title = clues.identifiers | {m.rsplit(".", 1)[-1] for m in clues.modules} if clues else frozenset()
+    body = question.clues.identifiers
+    found: dict[str, int] = {}
+    for hit in hits:
+        best, at = 0, None
+        for n, line in enumerate(hit.text.split("\n"), hit.start_line):
+            words = set(_WORD.findall(line))
+            score = 2 * len(words & title) + len(words & body)
+            if score > best:
+                best, at = score, n
+        if at is not None and hit.path not in found:
+            found[hit.path] = at
+    return found
+
+
 def pointers(files: FileEvidence, question: Question) -> Pointers:
     frames: dict[int, Frame] = {}
     for frame in question.frames:  # outermost first: a deeper frame in the same file wins
@@ -80,9 +104,14 @@ def pointers(files: FileEvidence, question: Question) -> Pointers:
     return Pointers(frames, lines, names, defining, question.only_a_name)
 
 
+# Of one file's chunks (by id) and the chunk the fused order picks in it, the one to show (None: that one).
+ChunkChooser = Callable[[Mapping[int, Chunk], int | None], int | None]
+
+
 def files_first(
     files: FileEvidence, file_score: FileScores, scores: np.ndarray, order: list[int], fused: dict[int, float], k: int,
     pointed: Pointers | None = None, read: Callable[[list[int]], Mapping[int, Chunk]] | None = None,
+    choose: ChunkChooser | None = None,
 ) -> tuple[list[int], dict[int, float]]:
     """The best chunk of each of the k best files, by file score; then the other chunks, scored lower.
 
@@ -93,7 +122,7 @@ def files_first(
     run: requests' `get_redirect_target` for a traceback through `Session.request`). Of a long
     function's chunks, the one holding the line the traceback quotes is shown: the report's words
     favour its docstring (flask's `Blueprint.register`, 106 lines, for a `raise ValueError(` near
-    its middle)."""
+    its middle). Otherwise `choose` (the chunk stage, for reports) may pick another of its chunks."""
     best_chunk: dict[int, int] = {}
     for cid in order:
         best_chunk.setdefault(int(files.chunk_file[cid]), cid)
@@ -110,8 +139,12 @@ def files_first(
             if n == 0:
                 continue
             chunk = best_chunk.get(f)
-            if pointed is not None and read is not None and f in pointed:
-                target = pointed.chunk(read(list(range(first, first + n))), f, scores)
+            is_pointed = pointed is not None and f in pointed
+            if read is not None and (is_pointed or choose is not None):
+                rows = read(list(range(first, first + n)))
+                target = pointed.chunk(rows, f, scores) if pointed is not None and is_pointed else None
+                if target is None and choose is not None:
+                    target = choose(rows, chunk)
                 chunk = chunk if target is None else target  # not `or`: chunk 0 is a chunk
             if chunk is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
                 chunk = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
@@ -137,15 +170,24 @@ def _named_chunk(chunks: Mapping[int, Chunk], names: frozenset[str], scores: np.
     """Of a file's chunks, the best-scored one of the definition the question names most exactly
     (`FlaskClient.open` before `FlaskClient`), or with `first` the one where it starts; None when the
     question names none of them."""
-    best, mine = 0, []
+    best, mine = 0.0, []
     for cid, chunk in chunks.items():
         parts = chunk.symbol.split(".") if chunk.symbol else []
-        n = max((_shared_tail(parts, name.split(".")) for name in names), default=0)
+        n: float = max((_shared_tail(parts, name.split(".")) for name in names), default=0)
+        if not n and any(_inside(parts, name.split(".")) for name in names):
+            # a chunk named for a method of the class asked for (a small class's header, docstring
+            # and first method are one chunk, `JSONDecodeError.__init__`): below any exact match
+            n = 0.5
         if n > best:
             best, mine = n, [cid]
         elif n and n == best:
             mine.append(cid)
     return min(mine, key=lambda cid: chunks[cid].start_line) if first and mine else _best_scored(mine, scores)
+
+
+def _inside(symbol: list[str], name: list[str]) -> bool:
+    """Whether `symbol` is a definition inside `name` (`Config.load` inside `Config`)."""
+    return any(symbol[i : i + len(name)] == name for i in range(len(symbol) - len(name)))
 
 
 def _shared_tail(symbol: list[str], name: list[str]) -> int:
@@ -227,6 +269,48 @@ def pack_hits(
             packed.append(cut)
         return packed, True
     return packed, False
+
+
+def pack_shared(
+    hits: list[Hit], max_tokens: int, focus: Mapping[str, int], count: Callable[[str], int] = estimate_tokens,
+    least: int = 60,
+) -> tuple[list[Hit], bool]:
+    """Every hit within `max_tokens`, the budget shared: a hit smaller than its share keeps all its
+    lines and leaves the rest to the others; a larger one is cut to the lines around its `focus`
+    line (path -> line) within its share. When a share would fall under `least` tokens, the last
+    hits are left out."""
+    for n in range(len(hits), 0, -1):
+        shares = _shares([h.tokens for h in hits[:n]], max_tokens)
+        if min(shares) >= least or n == 1:
+            break
+    packed, truncated = [], n < len(hits)
+    for hit, share in zip(hits[:n], shares):
+        if hit.tokens <= share:
+            packed.append(hit)
+            continue
+        truncated = True
+        cut = _cut(hit, share, count, focus.get(hit.path))
+        if cut is not None:
+            packed.append(cut)
+    return packed, truncated
+
+
+def _shares(sizes: Sequence[int], budget: int) -> list[int]:
+    """Water-filling: each size gets min(size, level), with the level that spends `budget`."""
+    shares = [0] * len(sizes)
+    left, open_ = budget, sorted(range(len(sizes)), key=lambda i: sizes[i])
+    while open_:
+        level = left // len(open_)
+        i = open_[0]
+        if sizes[i] <= level:
+            shares[i] = sizes[i]
+            left -= sizes[i]
+            open_.pop(0)
+            continue
+        for j in open_:
+            shares[j] = level
+        break
+    return shares
 
 
 def fit_prefix(items: Sequence[str], budget: int, count: Callable[[str], int], sep: str = "\n") -> int:

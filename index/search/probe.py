@@ -6,14 +6,16 @@ for tests of the ranking; no query path of the product calls these.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from index.rank import SIGNALS, glob_mask
-from index.search.searcher import Searcher, _evidence, _file_scores
+from index.rank import SIGNALS, chunk_features, glob_mask
+from index.search.searcher import Searcher, _evidence, _file_scores, _fused_order
+from index.search.votes import NO_VOTES
+from index.types import Chunk
 
-__all__ = ["file_features", "file_ranking"]
+__all__ = ["chunk_rows", "file_features", "file_ranking"]
 
 
 def file_ranking(
@@ -28,7 +30,7 @@ def file_ranking(
     scores, near = searcher._retrieve(gen, question, "hybrid", allowed)
     ranker = searcher.ranker if learned else None
     votes = searcher._votes(gen, question, subjects=ranker is not None)
-    file_score = _file_scores(gen, question, scores, near, allowed, weights, votes, ranker)
+    file_score = _file_scores(gen, _evidence(gen, question, scores, near, allowed, votes), allowed, weights, ranker)
     order = file_score.ordered()
     at = np.searchsorted(file_score.files, order)
     return list(zip([gen.files.paths[f] for f in order.tolist()], file_score.scores[at].tolist()))
@@ -42,3 +44,27 @@ def file_features(searcher: Searcher, query: str) -> tuple[list[str], np.ndarray
     evidence = _evidence(gen, question, scores, near, None, searcher._votes(gen, question))
     _, rows, features = gen.files.candidates(evidence)
     return [gen.files.paths[f] for f in rows.tolist()], features
+
+
+def chunk_rows(searcher: Searcher, query: str, paths: Sequence[str]) -> dict[str, tuple[list[Chunk], np.ndarray]]:
+    """Of each file in `paths` (those the index holds), its chunks in file order and their rows of
+    CHUNK_FEATURES, exactly as the chunk stage reads them in a hybrid search (bench/train_chunks.py)."""
+    gen, question = searcher._open(query)
+    scores, near = searcher._retrieve(gen, question, "hybrid", None)
+    evidence = _evidence(gen, question, scores, near, None, NO_VOTES)  # the history is no chunk feature
+    fused_first: dict[int, int] = {}
+    for cid in _fused_order(scores, near)[3]:
+        fused_first.setdefault(int(gen.files.chunk_file[cid]), cid)
+    dense = dict(near)
+    numbers = {path: f for f, path in enumerate(gen.files.paths)}
+    out: dict[str, tuple[list[Chunk], np.ndarray]] = {}
+    for path in paths:
+        f = numbers.get(path)
+        if f is None or not int(gen.files.n_chunks[f]):
+            continue
+        first = int(gen.files.first_chunk[f])
+        rows = gen.chunks(list(range(first, first + int(gen.files.n_chunks[f]))))
+        ids = sorted(rows)
+        chunks = [rows[i] for i in ids]
+        out[path] = chunks, chunk_features(question, ids, chunks, scores, evidence.title_scores, dense, fused_first.get(f))
+    return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,17 +25,30 @@ from index.history import History, LiveHistory, SubjectEncoder, SubjectVectors
 from index.rank import (
     DENSE_CHUNKS,
     SIGNALS,
+    ChunkStage,
     FileScores,
     QueryEvidence,
     Question,
     Ranker,
     as_text,
+    chunk_features,
     glob_mask,
+    load_chunk_stage,
     load_ranker,
     rrf,
     top_k,
 )
-from index.search.hits import files_first, marked_stale, merge_hits, pack_hits, pointers
+from index.search.hits import (
+    ChunkChooser,
+    Pointers,
+    files_first,
+    marked_stale,
+    merge_hits,
+    named_lines,
+    pack_hits,
+    pack_shared,
+    pointers,
+)
 from index.search.source import Generation, LocalStore, Store
 from index.search.stale import StaleCount
 from index.search.votes import NO_VOTES, Votes, gather_votes, with_evidence
@@ -87,6 +100,7 @@ class Searcher:
         self._history = LiveHistory(folder) if isinstance(folder, Path) else None
         self._numbers: dict[str, int] = {}
         self.ranker: Ranker | None = load_ranker() if learned else None
+        self.chunk_stage: ChunkStage | None = load_chunk_stage() if learned else None
         self.refresh()
 
     def refresh(self) -> None:
@@ -243,20 +257,18 @@ class Searcher:
         load_ms = self._load_embedder(gen) if mode != "lexical" and self._has_vectors(gen) else 0.0
         question = Question.of(query)  # read once; a long report is searched without its pasted output
         scores, near = self._retrieve(gen, question, mode, allowed)
-        lexical = top_k(scores, _CANDIDATES) if len(scores) else []
-        dense = [cid for cid, _ in near[:_CANDIDATES]]
-        fused = rrf([r for r in (lexical, dense) if r])
-        order = sorted(fused, key=lambda c: (-fused[c], c))
+        lexical, dense, fused, order = _fused_order(scores, near)
         votes, pointed = NO_VOTES, None
         if mode == "hybrid":
             votes = self._votes(gen, question)
-            file_score = _file_scores(gen, question, scores, near, allowed, SIGNALS, votes, self.ranker)
+            evidence = _evidence(gen, question, scores, near, allowed, votes)
+            file_score = _file_scores(gen, evidence, allowed, SIGNALS, self.ranker)
             pointed = pointers(gen.files, question)
-            order, fused = files_first(gen.files, file_score, scores, order, fused, k, pointed, gen.chunks)
+            choose = _chunk_chooser(self.chunk_stage, evidence) if question.title is not None else None
+            order, fused = files_first(gen.files, file_score, scores, order, fused, k, pointed, gen.chunks, choose)
         hits = with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
-        pointed_lines = pointed.focus(gen.files.paths, hits) if pointed is not None and max_tokens is not None else None
         hits = marked_stale(hits, Path(gen.manifest.root), gen.manifest.files)
-        hits, truncated = pack_hits(hits, max_tokens, focus=pointed_lines)
+        hits, truncated = _pack(hits, max_tokens, question, pointed, gen.files.paths)
         took = (time.perf_counter() - t0) * 1000 - load_ms
         return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms)
 
@@ -328,9 +340,58 @@ def _evidence(gen: Generation, question: Question, scores: np.ndarray, near: lis
                          votes.subject_votes, votes.subject_voters)
 
 
+# Experiment switches (bench/edit_sites.py measures them); the chosen values are the product's.
+NAMED_FOCUS = True
+SHARE_BUDGET = True
+
+
+def _pack(hits: list[Hit], max_tokens: int | None, question: Question, pointed: Pointers | None,
+          paths: Sequence[str]) -> tuple[list[Hit], bool]:
+    """Hits within `max_tokens`. A hit cut to fit keeps the lines around the one the question points
+    at (a traceback's quoted line, a one-line question's PATH:LINE); in a report's hits (hybrid),
+    else around the line that uses most of the names its title uses. A report's budget is shared
+    by its hits (`pack_shared`), so that more of its best files are shown."""
+    if max_tokens is None:
+        return hits, False
+    focus = pointed.focus(paths, hits) if pointed is not None else {}
+    if pointed is not None and question.title is not None:
+        if NAMED_FOCUS:
+            focus = {**named_lines(hits, question), **focus}
+        if SHARE_BUDGET:
+            return pack_shared(hits, max_tokens, focus)
+    return pack_hits(hits, max_tokens, focus=focus)
+
+
+def _fused_order(
+    scores: np.ndarray, near: list[tuple[int, float]]
+) -> tuple[list[int], list[int], dict[int, float], list[int]]:
+    """The best chunks by BM25 and by vector, their fused scores and the fused order (best first)."""
+    lexical = top_k(scores, _CANDIDATES) if len(scores) else []
+    dense = [cid for cid, _ in near[:_CANDIDATES]]
+    fused = rrf([r for r in (lexical, dense) if r])
+    return lexical, dense, fused, sorted(fused, key=lambda c: (-fused[c], c))
+
+
+def _chunk_chooser(stage: ChunkStage | None, evidence: QueryEvidence) -> ChunkChooser | None:
+    """The chunk stage for one report's evidence (index/rank/chunks.py), as `files_first` asks it."""
+    if stage is None:
+        return None
+    dense = dict(evidence.dense)
+
+    def choose(rows: Mapping[int, Chunk], fused_first: int | None) -> int | None:
+        ids = sorted(rows)
+        if not ids:
+            return None
+        features = chunk_features(evidence.question, ids, [rows[i] for i in ids], evidence.chunk_scores,
+                                  evidence.title_scores, dense, fused_first)
+        return ids[stage.choose(features)]
+
+    return choose
+
+
 def _file_scores(
-    gen: Generation, question: Question, scores: np.ndarray, near: list[tuple[int, float]], allowed: np.ndarray | None,
-    weights: Mapping[str, float], votes: Votes = NO_VOTES, ranker: Ranker | None = None,
+    gen: Generation, evidence: QueryEvidence, allowed: np.ndarray | None, weights: Mapping[str, float],
+    ranker: Ranker | None = None,
 ) -> FileScores:
     files = gen.files
     file_allowed = None
@@ -338,7 +399,7 @@ def _file_scores(
         has_chunks = files.n_chunks > 0
         file_allowed = np.zeros(len(files.paths), dtype=bool)
         file_allowed[has_chunks] = allowed[files.first_chunk[has_chunks]]
-    return files.rank(_evidence(gen, question, scores, near, allowed, votes), file_allowed, weights, ranker)
+    return files.rank(evidence, file_allowed, weights, ranker)
 
 
 def _hit(c: Chunk, score: float, lexical_rank: int | None, vector_rank: int | None) -> Hit:

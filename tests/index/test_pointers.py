@@ -93,3 +93,24 @@ def test_class_name_finds_the_file_that_defines_it_before_files_that_use_it(tmp_
     (repo / "app" / "main.py").write_text("from app.models import Config\n\n\n" + uses)
     build_index(repo, tmp_path / "idx", BuildOptions(embedder=None))
     assert Searcher(tmp_path / "idx").search("class Config", k=2).hits[0].path == "app/models.py"
+
+
+DECODER = (
+    "import re\n\n\n"
+    + "".join(f"def scan_{i}(text):\n    return re.match('x{i}', text)\n\n\n" for i in range(6))
+    + 'class DecodeError(ValueError):\n    """Raised when a document cannot be read."""\n\n'
+    + "    def __init__(self, msg, doc, pos):\n" + "".join(f"        self.part_{i} = doc[{i}]\n" for i in range(8))
+    + "".join(f"\n\ndef decode_{i}(text):\n    raise DecodeError('bad', text, {i})\n" for i in range(6))
+)
+
+
+def test_a_class_question_gets_the_chunk_where_the_class_starts_though_it_is_named_for_its_first_method(
+    tmp_path: Path,
+) -> None:
+    searcher = small_index(tmp_path, {"pkg/decoder.py": DECODER}, 60)
+    chunks = searcher.search("DecodeError", k=50, mode="lexical").hits
+    assert any(h.symbol == "DecodeError.__init__" and "class DecodeError" in h.text for h in chunks)
+    class_line = DECODER.splitlines().index("class DecodeError(ValueError):") + 1
+    for question in ("class DecodeError", "DecodeError"):
+        hit = searcher.search(question, k=1).hits[0]
+        assert hit.start_line <= class_line <= hit.end_line, question
