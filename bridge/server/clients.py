@@ -300,4 +300,4 @@ def to_yaml(data: Any, indent: int = 0) -> str:
             else:
                 items.append(f"{pad}- {to_yaml(value)}")
         return "\n".join(items)
-    return json.dumps(data)
+    return json.dumps(data, ensure_ascii=False)  # YAML has no escape for a surrogate pair

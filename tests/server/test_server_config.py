@@ -180,7 +180,8 @@ def test_every_client_that_needs_the_token_itself_refuses_an_unset_variable() ->
 
 
 def test_yaml_output_reads_back_as_the_same_data() -> None:
-    data = {"a": [{"b": "c: d", "e": [1, True]}, "x"], "empty": {}, "none": [], "url": "http://h:1/mcp", "n": 300}
+    data = {"a": [{"b": "c: d", "e": [1, True]}, "x"], "empty": {}, "none": [], "url": "http://h:1/mcp", "n": 300,
+            "path": "/home/zoë/😀 repo", "tab": "a\tb"}
     assert yaml.safe_load(to_yaml(data)) == data
 
 
