@@ -155,8 +155,9 @@ def _http(url: str, body: dict[str, Any] | None = None, timeout: float = 120) ->
 
 @contextlib.contextmanager
 def llama_server(exe: Path, model: Path, config: dict[str, Any], work: Path, template: str | None = None,
-                 start_timeout: float = 180) -> Iterator[str]:
-    """A llama-server hosting the MCP servers of `config` on a free loopback port; yields its URL."""
+                 start_timeout: float = 180, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A llama-server hosting the MCP servers of `config` on a free loopback port; yields its URL.
+    `env` (default: this process's) is also the MCP servers' environment, which llama-server passes on."""
     config_path = work / "mcp.json"
     config_path.write_text(json.dumps(config))
     port = _free_port()
@@ -166,7 +167,7 @@ def llama_server(exe: Path, model: Path, config: dict[str, Any], work: Path, tem
         (work / "template.jinja").write_text(template)
         argv += ["--jinja", "--chat-template-file", str(work / "template.jinja")]
     log = (work / "llama-server.log").open("w")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + start_timeout

@@ -40,11 +40,8 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                              capture_output=True, text=True, timeout=60)
     config = json.loads(printed.stdout)
     assert EXE is not None
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():  # llama-server passes its environment on to the MCP server
-            patch.setenv(key, value)
-        with llama_server(EXE, bundled_model_path(), config, work) as url:
-            yield url
+    with llama_server(EXE, bundled_model_path(), config, work, env=env) as url:  # env reaches the MCP server too
+        yield url
 
 
 def _call(url: str, tool: str, params: dict) -> dict:
