@@ -7,6 +7,7 @@
 #                                    on a fresh clone instead of two): scripts/demo.sh answers with it
 #                                    first, then runs the full set-up for the vectors
 #   bash scripts/setup.sh --print-core  the requirements --core installs, one a line (installs nothing)
+#   bash scripts/setup.sh --llama-server  build (once) and print llama.cpp's llama-server (docs/clients.md)
 #
 # Two things pip alone would get wrong here:
 #  - torch: an unpinned torch pulls a multi-GB CUDA build; torch==2.13.0 is the CPU build.
@@ -75,6 +76,11 @@ wheels=$wheel_root/llama-$backend
 if [ "${1:-}" = "--print-backend" ]; then  # which build this machine gets, without building anything
   echo "$backend $cmake_args"
   exit 0
+fi
+# llama.cpp's own llama-server (an MCP host: docs/clients.md), from the same llama.cpp and back end,
+# cached under ~/.cache/mcp-retrieval-bridge/llama-server; prints its path. scripts/test.sh builds it.
+if [ "${1:-}" = "--llama-server" ]; then
+  exec bash scripts/llama_server.sh "$llama_version" "$backend" "$cmake_args"
 fi
 
 # The project's dependencies without those only computing vectors (torch, the embedders, openvino for

@@ -26,6 +26,21 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from bridge import __version__
+
+        sys.stdout.write(f"mcp-retrieval-bridge {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    pass
+
+
 def _register() -> None:
     # Each module imports its heavy dependencies inside its commands, so this stays fast.
     from bridge.cli import chat_cmds, compare_cmds, eval_cmds, index_cmds, model_cmds, serve_cmds

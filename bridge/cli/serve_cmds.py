@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
 
@@ -15,13 +15,6 @@ from bridge.cli.common import MilvusOpt, MilvusTokenOpt, ProgressBars, console, 
 from bridge.errors import ServeError
 
 __all__ = ["register"]
-
-_CLIENT_FILES = {
-    "cline": "Cline's cline_mcp_settings.json (MCP Servers icon > Configure > Configure MCP Servers)",
-    "cursor": ".cursor/mcp.json in the project (or ~/.cursor/mcp.json)",
-    "vscode": ".vscode/mcp.json in the workspace",
-    "claude": "claude_desktop_config.json (Claude Desktop > Settings > Developer > Edit Config)",
-}
 
 
 class _StartupOutput:
@@ -87,6 +80,9 @@ def serve_cmd(
         help="For a new index: minilm (default), static or hash; an existing index keeps its own.",
     ),
     no_vectors: bool = typer.Option(False, "--no-vectors", help="Lexical (BM25) only."),
+    tools: str | None = typer.Option(
+        None, "--tools", help="Offer only these tools, e.g. search_code,read_file (each costs prompt tokens)."
+    ),
     audit_log: str = typer.Option("default", "--audit-log", help="off, default (BRIDGE_HOME/audit/audit.jsonl) or a file path."),
     audit_max_bytes: int = typer.Option(10 * 1024 * 1024, "--audit-max-bytes", min=1024, help="Rotate the audit log past this size."),
     milvus_uri: str | None = MilvusOpt,
@@ -98,6 +94,7 @@ def serve_cmd(
     from bridge.server.repos import RepoSpec
 
     roots = repo or [Path.cwd()]
+    offered = _tool_names(tools)
     if index_dir is not None and len(roots) != 1:
         fail("--index-dir works with a single --repo: drop it to use each repository's default index")
     if not path.startswith("/"):
@@ -118,12 +115,24 @@ def serve_cmd(
         watch=not no_watch,
         audit_log=_audit_path(audit_log),
         audit_max_bytes=audit_max_bytes,
+        tools=offered,
     )
     out = _StartupOutput()
     if stdio:
         serve_stdio(options, out.event, out.progress, lambda service: _ready(out, "stdio", service, options))
     else:
         serve_http(options, out.event, out.progress, lambda url, service: _ready(out, url, service, options))
+
+
+def _tool_names(text: str | None) -> tuple[str, ...]:
+    from bridge.server.catalog import TOOL_NAMES, parse_tool_names
+
+    if text is None:
+        return TOOL_NAMES
+    try:
+        return parse_tool_names(text)
+    except ServeError as exc:
+        fail(str(exc), code=2)
 
 
 def _ready(out: _StartupOutput, where: str, service: Any, options: Any) -> None:
@@ -136,26 +145,44 @@ def _ready(out: _StartupOutput, where: str, service: Any, options: Any) -> None:
 
 
 def config_cmd(
-    client: str = typer.Argument(..., help="cline, cursor, vscode or claude."),
+    client: str = typer.Argument(
+        ..., help="cline, cursor, vscode, claude, lmstudio, continue, zed, roo, goose, jan or llama-server."
+    ),
     url: str = typer.Option("http://127.0.0.1:8765/mcp", "--url", help="The server's MCP endpoint."),
     token_env: str | None = typer.Option(None, "--token-env", help="Environment variable holding the server's token."),
-    repo: Path | None = typer.Option(None, "--repo", help="Repository for Claude Desktop's stdio server (default: the current folder)."),
+    stdio: bool = typer.Option(
+        False, "--stdio", help="Let the client start `serve --stdio` itself (claude and llama-server always do)."
+    ),
+    repo: Path | None = typer.Option(None, "--repo", help="Repository a stdio server serves (default: the current folder)."),
+    tools: str | None = typer.Option(None, "--tools", help="Tools a stdio server offers, e.g. search_code,read_file."),
     name: str = typer.Option("code-search", "--name", help="Server name shown by the client."),
 ) -> None:
     """Print the settings snippet that connects CLIENT to `bridge serve`."""
-    from bridge.server.clients import CLIENTS, client_config
+    from bridge.server.clients import CLIENTS, client_config, path_shadow, to_yaml
 
-    if client not in CLIENTS:
+    spec = CLIENTS.get(client)
+    if spec is None:
         fail(f"unknown client {client!r}: use one of {', '.join(CLIENTS)}", code=2)
+    transport: Literal["http", "stdio"] = "stdio" if stdio or spec.transports == ("stdio",) else "http"
+    serve_args: tuple[str, ...] = ()
+    if tools:
+        from bridge.server.catalog import parse_tool_names
+
+        try:
+            serve_args = ("--tools", ",".join(parse_tool_names(tools)))
+        except ServeError as exc:
+            fail(str(exc), code=2)
     token = os.environ.get(token_env, "").strip() if token_env else None
     try:
-        data = client_config(client, url, token_env, token or None, repo, name)
+        data = client_config(client, url, token_env, token or None, repo, name, transport, serve_args)
     except ServeError as exc:
         fail(str(exc))
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    console.print(f"put this in {_CLIENT_FILES[client]}")
-    if client == "cline" and token_env:
+    sys.stdout.write((to_yaml(data) if spec.format == "yaml" else json.dumps(data, indent=2)) + "\n")
+    console.print(f"put this in {spec.where}")
+    if transport == "http" and token_env and spec.token == "literal":
         console.print(f"it contains the token from {token_env}: keep the file private")
+    if note := path_shadow():
+        console.print(f"note: {note}" + ("; the snippet names it by its absolute path" if transport == "stdio" else ""))
 
 
 def register(app: typer.Typer) -> None:

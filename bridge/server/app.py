@@ -23,6 +23,7 @@ from typing import Any
 from bridge.errors import BridgeError, ServeError
 from bridge.server.audit import AuditLog, AuditMiddleware, default_audit_path
 from bridge.server.auth import BearerAuth, check_bind, is_loopback
+from bridge.server.catalog import TOOL_NAMES
 from bridge.server.repos import EventFn, ProgressFn, RepoSet, RepoSpec, open_repos
 
 __all__ = [
@@ -55,6 +56,7 @@ class ServeOptions:
     watch: bool = True
     audit_log: Path | None = field(default_factory=default_audit_path)  # None: no audit log
     audit_max_bytes: int = 10 * 1024 * 1024
+    tools: tuple[str, ...] = TOOL_NAMES  # the tools offered (`serve --tools`)
 
 
 @dataclass
@@ -87,8 +89,8 @@ def open_service(
     return Service(repos, AuditLog(options.audit_log, options.audit_max_bytes))
 
 
-def build_server(service: Service) -> Any:
-    """The `MCPServer` with the seven tools, bound to `service`."""
+def build_server(service: Service, tools: tuple[str, ...] = TOOL_NAMES) -> Any:
+    """The `MCPServer` with the named tools (default: all seven), bound to `service`."""
     from mcp.server.mcpserver import MCPServer
 
     from bridge import __version__
@@ -107,7 +109,7 @@ def build_server(service: Service) -> Any:
         log_level="WARNING",
         middleware=[audit, OneLineErrors()],
     )
-    register_tools(server, service.repos)
+    register_tools(server, service.repos, tools)
     return server
 
 
@@ -243,7 +245,7 @@ def serve_http(
         sock.close()
         raise
     try:
-        server = _uvicorn_server(http_app(build_server(service), options))
+        server = _uvicorn_server(http_app(build_server(service, options.tools), options))
         on_ready(url_for(options.host, sock.getsockname()[1], options.path), service)
         with _sigterm_exits():
             server.run(sockets=[sock])
@@ -261,7 +263,7 @@ def serve_stdio(
     """Serve over stdin/stdout until stdin closes; the SDK points fd 1 at stderr meanwhile."""
     service = open_service(options, on_event, on_progress)
     try:
-        server = build_server(service)
+        server = build_server(service, options.tools)
         on_ready(service)
         with _sigterm_exits():
             server.run("stdio")

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from bridge.errors import BridgeError
 from bridge.server import ops, render
+from bridge.server.catalog import TOOL_NAMES
 from bridge.server.models import (
     IndexStatusResult,
     ListFilesResult,
@@ -35,21 +36,19 @@ from bridge.server.repos import Repo, RepoSet
 from index.errors import IndexingError
 from index.search import DEFAULT_MAX_TOKENS
 
-__all__ = ["OneLineErrors", "register_tools", "TOOL_NAMES"]
-
-TOOL_NAMES = ("search_code", "read_file", "list_files", "outline", "index_status", "refresh_index", "list_repos")
+__all__ = ["CompactToolList", "OneLineErrors", "compact_schema", "register_tools", "TOOL_NAMES"]
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 _REFRESH = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 RepoArg = Annotated[
     str | None,
-    Field(description="Repository name or path (see list_repos); default: the first served repository."),
+    Field(description="Repository name (list_repos); default: the first."),
 ]
 Budget = Annotated[
     int,
     Field(
-        description="Token budget for the code returned, in estimated llama tokens (errs high); cut at a line to fit.",
+        description="Code token budget.",
         json_schema_extra={"minimum": 1, "maximum": ops.MAX_TOKENS},
     ),
 ]
@@ -96,8 +95,47 @@ class OneLineErrors:
         return result if short is None else {**result, "content": [{"type": "text", "text": short}]}
 
 
-def register_tools(server: MCPServer, repos: RepoSet) -> None:
-    """Add the seven tools to `server`."""
+def compact_schema(schema: dict[str, Any], drop: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A tool's input schema as a model needs it, for fewer prompt tokens: without pydantic's titles,
+    numeric bounds (a call past one gets a tool error that names the range), `X | None` (default
+    None) as plain `X` (leaving the argument out means None), and without the properties in `drop`.
+    The server still validates calls against the full schema."""
+    properties = {}
+    for name, prop in schema.get("properties", {}).items():
+        if name in drop:
+            continue
+        prop = {key: value for key, value in prop.items() if key not in ("title", "minimum", "maximum")}
+        variants = [v for v in prop.get("anyOf", ()) if v != {"type": "null"}]
+        if len(variants) == 1 and prop.get("default", 0) is None:
+            del prop["anyOf"], prop["default"]
+            prop = {**variants[0], **prop}
+        properties[name] = prop
+    compact: dict[str, Any] = {"type": "object", "properties": properties}
+    if required := [name for name in schema.get("required", ()) if name in properties]:
+        compact["required"] = required
+    return compact
+
+
+class CompactToolList:
+    """SDK middleware: tools/list offers each tool's input schema compacted (`compact_schema`),
+    without `repo` when a single repository is served (it could only name that one)."""
+
+    def __init__(self, single_repo: bool) -> None:
+        self.drop = frozenset({"repo"}) if single_repo else frozenset()
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        result = await call_next(ctx)
+        if ctx.method != "tools/list" or not isinstance(result, dict):
+            return result
+        tools = [
+            {**tool, "inputSchema": compact_schema(tool["inputSchema"], self.drop)} if "inputSchema" in tool else tool
+            for tool in result.get("tools") or ()
+        ]
+        return {**result, "tools": tools}
+
+
+def register_tools(server: MCPServer, repos: RepoSet, names: tuple[str, ...] = TOOL_NAMES) -> None:
+    """Add the tools named in `names` (default: all seven) to `server`."""
 
     # The SDK runs each call on its own worker thread. Quick tools are pure CPU under one GIL, and
     # sixteen of them interleaving hand the GIL to one another at every sqlite, faiss or stat call,
@@ -111,28 +149,22 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
             return _answer(lambda: work(repos.get(name)))
 
     def search_code(
-        query: Annotated[str, Field(description="What to look for: identifiers (`Class.method` shows its "
-                                            "definition), `path:line`, error text, a description, or a whole bug "
-                                            "report with its traceback (≤ 64 KB of UTF-8).")],
-        k: Annotated[int, Field(description="Most hits to return; fewer when max_tokens is reached first.",
-                                json_schema_extra={"minimum": 1, "maximum": ops.MAX_K})] = 5,
+        query: Annotated[str, Field(description="Identifiers, path:line, error text, a description or a bug report.")],
+        k: Annotated[int, Field(description="Most hits.", json_schema_extra={"minimum": 1, "maximum": ops.MAX_K})] = 5,
         max_tokens: Budget = DEFAULT_MAX_TOKENS,
         path_glob: Annotated[
-            str | None, Field(description="Only paths matching this gitignore-style glob, e.g. 'src/**/*.py'.")
+            str | None, Field(description="Path glob, e.g. src/**")
         ] = None,
         mode: Annotated[
             str,
             Field(
-                description=(
-                    "hybrid (BM25 + vectors + file evidence: the best chunk of each best file), lexical (exact "
-                    "words and names, chunk by chunk) or vector (meaning)."
-                ),
+                description="lexical: exact words, vector: meaning",
                 json_schema_extra={"enum": ["hybrid", "lexical", "vector"]},
             ),
         ] = "hybrid",
         repo: RepoArg = None,
     ) -> Annotated[CallToolResult, SearchCodeResult]:
-        """Search the repository's code index; returns the best-matching line ranges with their code."""
+        """Search the code: best-matching line ranges with their code."""
 
         def work(r: Repo) -> Outcome:
             # The structured result echoes the query's first line, as the text does: a client that
@@ -145,13 +177,13 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
         return on_repo(repo, work)
 
     def read_file(
-        path: Annotated[str, Field(description="File path relative to the repository root, e.g. 'src/app.py'.")],
-        start_line: Annotated[int, Field(description="First line (1-based).", json_schema_extra={"minimum": 1})] = 1,
-        end_line: Annotated[int | None, Field(description="Last line (inclusive); clipped to the file.")] = None,
+        path: Annotated[str, Field(description="File path in the repository.")],
+        start_line: Annotated[int, Field(description="First line.", json_schema_extra={"minimum": 1})] = 1,
+        end_line: Annotated[int | None, Field(description="Last line.")] = None,
         max_tokens: Budget = 2000,
         repo: RepoArg = None,
     ) -> Annotated[CallToolResult, ReadFileResult]:
-        """Read lines of a file of the repository (only files the index may contain)."""
+        """Read lines of a file."""
 
         def work(r: Repo) -> Outcome:
             result = ops.read_file(r, path, start_line, end_line, max_tokens)
@@ -160,13 +192,13 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
         return on_repo(repo, work)
 
     def list_files(
-        path_glob: Annotated[str, Field(description="Gitignore-style glob, e.g. '**/*.py' or 'src/**'.")] = "**",
+        path_glob: Annotated[str, Field(description="Glob, e.g. src/**")] = "**",
         limit: Annotated[
-            int, Field(description="Most paths to return.", json_schema_extra={"minimum": 1, "maximum": ops.MAX_LIST_LIMIT})
+            int, Field(description="Most paths.", json_schema_extra={"minimum": 1, "maximum": ops.MAX_LIST_LIMIT})
         ] = 200,
         repo: RepoArg = None,
     ) -> Annotated[CallToolResult, ListFilesResult]:
-        """List the indexed files of the repository that match a glob."""
+        """List the indexed files matching a glob."""
 
         def work(r: Repo) -> Outcome:
             result = ops.list_files(r, path_glob, limit)
@@ -175,10 +207,10 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
         return on_repo(repo, work)
 
     def outline(
-        path: Annotated[str, Field(description="File path relative to the repository root.")],
+        path: Annotated[str, Field(description="File path in the repository.")],
         repo: RepoArg = None,
     ) -> Annotated[CallToolResult, OutlineResult]:
-        """List the symbols (classes, functions, ...) of a file with their line ranges."""
+        """A file's classes, functions, ... with their line ranges."""
 
         def work(r: Repo) -> Outcome:
             result = ops.outline(r, path)
@@ -187,7 +219,7 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
         return on_repo(repo, work)
 
     def index_status(repo: RepoArg = None) -> Annotated[CallToolResult, IndexStatusResult]:
-        """How fresh the index is: files, chunks, embedded share, changes since, re-index under way."""
+        """Index freshness: files, chunks, changes since, re-indexing."""
 
         def work(r: Repo) -> Outcome:
             result = ops.index_status(r)
@@ -196,7 +228,7 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
         return on_repo(repo, work)
 
     def refresh_index(repo: RepoArg = None) -> Annotated[CallToolResult, RefreshIndexResult]:
-        """Re-index changed files now (incremental); searches keep answering meanwhile."""
+        """Re-index changed files now."""
 
         def work(r: Repo) -> Outcome:
             result = ops.refresh_index(r)
@@ -205,7 +237,7 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
         return on_repo(repo, work, exclusive=False)
 
     def list_repos() -> Annotated[CallToolResult, ListReposResult]:
-        """List the repositories this server serves (pass a name as `repo` to the other tools)."""
+        """List the served repositories."""
 
         def work() -> Outcome:
             result = ops.list_repos(repos)
@@ -213,6 +245,7 @@ def register_tools(server: MCPServer, repos: RepoSet) -> None:
 
         return _answer(work)
 
-    for fn in (search_code, read_file, list_files, outline, index_status, list_repos):
-        server.add_tool(fn, annotations=_READ_ONLY)
-    server.add_tool(refresh_index, annotations=_REFRESH)
+    for fn in (search_code, read_file, list_files, outline, index_status, refresh_index, list_repos):
+        if fn.__name__ in names:
+            server.add_tool(fn, annotations=_REFRESH if fn is refresh_index else _READ_ONLY)
+    server.middleware.append(CompactToolList(single_repo=len(repos.repos) == 1))

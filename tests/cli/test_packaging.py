@@ -24,3 +24,6 @@ def test_the_wheel_contains_all_subpackages_and_the_prompt_templates(tmp_path: P
                      "bridge/__main__.py"):
         assert required in names
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
+    wheel = zipfile.ZipFile(next(tmp_path.glob("*.whl")))
+    entry_points = wheel.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert "bridge = bridge.cli:main" in entry_points and "mcp-retrieval-bridge = bridge.cli:main" in entry_points

@@ -95,3 +95,15 @@ def test_an_unknown_option_is_a_usage_error_that_lists_the_options() -> None:
     done = subprocess.run(["bash", str(SETUP), "--fast"], capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 2
     assert "unknown option --fast: use --core, --print-core or --print-backend" in done.stderr
+
+
+def test_a_built_llama_server_is_found_in_the_cache_of_its_back_end_without_building(bin_dir: Path, tmp_path: Path) -> None:
+    backend, _ = _backend(bin_dir)
+    cached = tmp_path / "servers" / f"{backend}-0.3.36" / "bin" / "llama-server"
+    cached.parent.mkdir(parents=True)
+    _tool(cached.parent, "llama-server")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_LLAMA")}
+    env.update(PATH=f"{bin_dir}:/usr/bin:/bin", CUDA_HOME=str(bin_dir.parent), BRIDGE_LLAMA_SERVER_DIR=str(tmp_path / "servers"))
+    done = subprocess.run(["bash", str(SETUP), "--llama-server"], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(cached)

@@ -16,6 +16,7 @@ from bridge.server.app import ServeOptions, build_server, open_service
 from bridge.server.models import HitModel, IndexInfoModel, SearchCodeResult
 from bridge.server.render import render_search
 from bridge.server.repos import RepoSpec
+from bridge.server.tools import compact_schema
 
 READ_ONLY = {"search_code", "read_file", "list_files", "outline", "index_status", "list_repos"}
 
@@ -36,8 +37,9 @@ def test_every_tool_is_listed_with_an_output_schema_and_the_read_only_ones_say_s
         assert tool.output_schema and tool.output_schema.get("type") == "object", name
         assert tool.annotations.read_only_hint is (name in READ_ONLY), name
     props = tools["search_code"].input_schema["properties"]
-    assert props["k"]["minimum"] == 1 and props["k"]["maximum"] == 50
-    assert props["max_tokens"]["maximum"] == 20000
+    # Bounds are left out of what a model is offered (they cost tokens); a call past one is refused
+    # with the range (test_search_code_refuses_bad_arguments_...).
+    assert props["k"]["default"] == 5 and props["max_tokens"]["default"] == 600
     assert props["mode"]["enum"] == ["hybrid", "lexical", "vector"]
 
 
@@ -354,3 +356,53 @@ def test_watching_reindexes_after_an_edit(tmp_path: Path, bridge_home: Path) -> 
         assert data["hits"][0]["path"] == "src/late.py"
     finally:
         svc.close()
+
+
+# Small tool definitions: what a model pays for every tool it is offered (bench/tool_tokens.py)
+
+
+def _listed(server: object) -> dict:
+    async def main() -> list:
+        async with Client(server) as client:
+            return (await client.list_tools()).tools
+
+    return {t.name: t for t in anyio.run(main)}
+
+
+def test_a_server_offers_only_the_tools_it_is_given(service: object) -> None:
+    tools = _listed(build_server(service, ("search_code", "read_file")))
+    assert set(tools) == {"search_code", "read_file"}
+    result = call_tool(build_server(service, ("search_code",)), "read_file", {"path": "src/config.py"})
+    assert result.is_error and "read_file" in text_of(result)
+
+
+def test_input_schemas_are_offered_without_titles_nulls_or_a_repo_argument_for_one_repository(server: object) -> None:
+    for name, tool in _listed(server).items():
+        schema = tool.input_schema
+        assert "title" not in json.dumps(schema) and "null" not in json.dumps(schema), name
+        assert "repo" not in schema["properties"], name
+    search = _listed(server)["search_code"].input_schema
+    assert search["required"] == ["query"] and search["properties"]["path_glob"] == {
+        "description": search["properties"]["path_glob"]["description"], "type": "string",
+    }
+
+
+def test_a_repo_argument_still_works_when_a_single_repository_hides_it(server: object, repo: Path) -> None:
+    result = call_tool(server, "read_file", {"path": "src/config.py", "repo": str(repo)})
+    assert not result.is_error
+
+
+def test_several_repositories_keep_the_repo_argument(tmp_path: Path, bridge_home: Path) -> None:
+    specs = (RepoSpec(make_repo(tmp_path / "one" / "app"), no_vectors=True), RepoSpec(make_repo(tmp_path / "two" / "app"), no_vectors=True))
+    svc = open_service(ServeOptions(repos=specs, watch=False, audit_log=None))
+    try:
+        assert all("repo" in t.input_schema["properties"] for n, t in _listed(build_server(svc)).items() if n != "list_repos")
+    finally:
+        svc.close()
+
+
+def test_compact_schema_keeps_a_union_that_is_more_than_optional() -> None:
+    schema = {"properties": {"x": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}], "default": None,
+                                   "title": "X"}}, "required": [], "title": "fArguments", "type": "object"}
+    assert compact_schema(schema) == {"type": "object", "properties": {
+        "x": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}], "default": None}}}
