@@ -154,16 +154,10 @@ def markdown(summary: dict[str, Any], command: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("questions", nargs="?", type=Path, default=paths.questions())
-    parser.add_argument("--corpora", type=Path, default=paths.corpora())
-    parser.add_argument("--mirrors", type=Path, default=paths.mirrors())
-    parser.add_argument("--work", type=Path, default=paths.bench_home() / "swebench", help="bench/swebench.py's work folder")
-    parser.add_argument("--out-dir", type=Path, default=paths.OUT)
-    parser.add_argument("--repos", default="")
+    paths.add_kept_arguments(parser)
     parser.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)))
     parser.add_argument("--modes", default="hybrid,lexical")
     parser.add_argument("-k", type=int, default=5)
-    parser.add_argument("--embedder", default="static")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     questions = load_questions(args.questions)

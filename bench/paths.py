@@ -9,6 +9,7 @@ steering checkout's `../shared/bench`) or to the cache folder (`$BRIDGE_HOME/ben
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from index.store import default_home
 
-__all__ = ["OUT", "REPO", "bench_home", "corpora", "materialize_script", "mirrors", "questions", "reproduce",
+__all__ = ["OUT", "REPO", "add_kept_arguments", "bench_home", "corpora", "materialize_script", "mirrors", "questions", "reproduce",
            "shared_bench"]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +47,18 @@ def corpora() -> Path:
 def mirrors() -> Path:
     """Bare git mirrors as OWNER+NAME/repo (the shape `git clone --mirror` and the fetch tool give)."""
     return bench_home() / "mirrors"
+
+
+def add_kept_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of a benchmark that reads the indexes bench/swebench.py keeps: the questions, the
+    trees and mirrors, that script's work folder, the embedder, an output folder and a repository filter."""
+    parser.add_argument("questions", nargs="?", type=Path, default=questions())
+    parser.add_argument("--corpora", type=Path, default=corpora(), help="one tree per base commit")
+    parser.add_argument("--mirrors", type=Path, default=mirrors(), help="bare mirrors as OWNER+NAME/repo")
+    parser.add_argument("--work", type=Path, default=bench_home() / "swebench", help="the --work folder of bench.swebench")
+    parser.add_argument("--embedder", default="static", help="the embedder the kept indexes were built with")
+    parser.add_argument("--out-dir", type=Path, default=OUT)
+    parser.add_argument("--repos", default="", help="comma-separated repository names (default: all)")
 
 
 def reproduce(module: str, argv: Sequence[str] | None) -> str:

@@ -107,13 +107,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("questions", nargs="?", type=Path, default=paths.questions())
-    parser.add_argument("--corpora", type=Path, default=paths.corpora())
-    parser.add_argument("--mirrors", type=Path, default=paths.mirrors())
-    parser.add_argument("--work", type=Path, default=paths.bench_home() / "swebench", help="the --work folder of bench.swebench")
-    parser.add_argument("--embedder", default="static")
-    parser.add_argument("--out-dir", type=Path, default=paths.OUT)
-    parser.add_argument("--repos", default="", help="comma-separated repository names (default: all)")
+    paths.add_kept_arguments(parser)
     parser.add_argument("--l2", type=float, default=L2)
     parser.add_argument("--write", action="store_true", help="store the in-sample weights as index/rank/chunker.json")
     args = parser.parse_args(argv)
