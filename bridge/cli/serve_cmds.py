@@ -77,7 +77,7 @@ def serve_cmd(
     ),
     allowed_origin: list[str] = typer.Option(
         [], "--allowed-origin",
-        help="Extra browser Origin to accept, e.g. http://localhost:3000 (repeatable).",
+        help="Origin of a browser page allowed to call the server (CORS), e.g. http://localhost:3000 (repeatable; never *).",
     ),
     allowed_host: list[str] = typer.Option([], "--allowed-host", help="Extra Host header to accept, e.g. myhost:8765 (repeatable)."),
     stdio: bool = typer.Option(False, "--stdio", help="Serve over stdin/stdout instead of HTTP (for Claude Desktop)."),

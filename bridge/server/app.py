@@ -23,6 +23,7 @@ from typing import Any
 from bridge.errors import BridgeError, ServeError
 from bridge.server.audit import AuditLog, AuditMiddleware, default_audit_path
 from bridge.server.auth import BearerAuth, check_bind, is_loopback
+from bridge.server.cors import BrowserAccess, browser_origins
 from bridge.server.repos import EventFn, ProgressFn, RepoSet, RepoSpec, open_repos
 
 __all__ = [
@@ -159,16 +160,20 @@ _CLIENT_LEFT = _ClientLeftFilter()
 
 
 def http_app(server: Any, options: ServeOptions) -> Any:
-    """The ASGI app: the SDK's Streamable HTTP app (with its lifespan), behind the bearer check."""
+    """The ASGI app: the SDK's Streamable HTTP app (with its lifespan), behind the bearer check,
+    behind CORS for the origins named in `allowed_origins` (browser pages; preflights carry no token)."""
     sdk_log = logging.getLogger("mcp.server.streamable_http")
     if _CLIENT_LEFT not in sdk_log.filters:
         sdk_log.addFilter(_CLIENT_LEFT)
+    origins = browser_origins(options.allowed_origins)
     app = server.streamable_http_app(
         streamable_http_path=options.path,
-        transport_security=transport_security(options.host, options.allowed_origins, options.allowed_hosts),
+        transport_security=transport_security(options.host, origins, options.allowed_hosts),
         host=options.host,
     )
-    return BearerAuth(app, options.token) if options.token else app
+    if options.token:
+        app = BearerAuth(app, options.token, options.path)
+    return BrowserAccess(app, origins) if origins else app
 
 
 def url_for(host: str, port: int, path: str = "/mcp") -> str:
@@ -236,6 +241,7 @@ def serve_http(
 ) -> None:
     """Serve until SIGINT/SIGTERM. `on_ready(url, service)` is called once the port is listening."""
     check_bind(options.host, options.token)
+    browser_origins(options.allowed_origins)  # a malformed origin is an error before anything starts
     sock = bind_socket(options.host, options.port)
     try:
         service = open_service(options, on_event, on_progress)
