@@ -3,6 +3,6 @@
 Rooms: `app` (build, bind and run the server), `tools` (MCP registration) -> `ops` (what each tool
 does) -> `render` (text blocks) and `models` (structured results: the wire shapes), `repos` (the
 served indexes, watching and re-indexing), `auth`, `audit`, `clients` (client config snippets),
-`cors` (browser origins), `client` (an MCP client session). This file imports nothing, so `bridge search` can use the
+`cors` (browser origins), `stdio` (the stdio transport and its stops), `client` (an MCP client session). This file imports nothing, so `bridge search` can use the
 wire models without loading the server.
 """

@@ -264,15 +264,19 @@ def serve_stdio(
     on_progress: ProgressFn = lambda *_: None,
     on_ready: Callable[[Service], None] = lambda *_: None,
 ) -> None:
-    """Serve over stdin/stdout until stdin closes; the SDK points fd 1 at stderr meanwhile."""
+    """Serve over stdin/stdout until stdin closes (return) or SIGTERM/SIGINT (exit 143/130 after closing
+    the service, as the HTTP server does); the SDK points fd 1 at stderr meanwhile."""
+    from bridge.server.stdio import run_stdio
+
     service = open_service(options, on_event, on_progress)
     try:
         server = build_server(service)
         on_ready(service)
-        with _sigterm_exits():
-            server.run("stdio")
+        stopped_by = run_stdio(server)
     finally:
         service.close()
+    if stopped_by is not None:
+        raise SystemExit(128 + stopped_by)
 
 
 @dataclass
