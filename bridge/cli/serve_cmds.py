@@ -95,7 +95,7 @@ def serve_cmd(
     """Serve the code index of one or more repositories to MCP clients (http://HOST:PORT/mcp)."""
     from bridge.server.app import ServeOptions, serve_http, serve_stdio
     from bridge.server.auth import load_token
-    from bridge.server.repos import RepoSpec
+    from bridge.server.spec import RepoSpec
 
     roots = repo or [Path.cwd()]
     if index_dir is not None and len(roots) != 1:

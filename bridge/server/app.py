@@ -18,13 +18,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.errors import BridgeError, ServeError
 from bridge.server.audit import AuditLog, AuditMiddleware, default_audit_path
 from bridge.server.auth import BearerAuth, check_bind, is_loopback
 from bridge.server.cors import BrowserAccess, browser_origins
-from bridge.server.repos import EventFn, ProgressFn, RepoSet, RepoSpec, open_repos
+from bridge.server.spec import OpeningRepos, RepoSpec, served_names
+
+if TYPE_CHECKING:  # repos imports the index's heavy modules: loaded only when an index opens
+    from bridge.server.repos import EventFn, ProgressFn, RepoSet
 
 __all__ = [
     "ServeOptions",
@@ -60,10 +63,13 @@ class ServeOptions:
 
 @dataclass
 class Service:
-    """The served repositories and the audit log: what the tools need, whatever the transport."""
+    """The served repositories and the audit log: what the tools need, whatever the transport.
 
-    repos: RepoSet
+    `names` are the served names, known before the indexes open (`repos` may still be opening)."""
+
+    repos: RepoSet | OpeningRepos
     audit: AuditLog
+    names: tuple[str, ...] = ()
 
     def repo_name(self, name_or_path: object) -> str | None:
         """The served name a tool's `repo` argument refers to, or the argument itself when unknown."""
@@ -84,8 +90,38 @@ class Service:
 def open_service(
     options: ServeOptions, on_event: EventFn = lambda *_: None, on_progress: ProgressFn = lambda *_: None
 ) -> Service:
+    from bridge.server.repos import open_repos
+
+    names = tuple(name for name, _ in served_names(options.repos))
     repos = open_repos(list(options.repos), options.watch, on_event, on_progress)
-    return Service(repos, AuditLog(options.audit_log, options.audit_max_bytes))
+    return Service(repos, AuditLog(options.audit_log, options.audit_max_bytes), names)
+
+
+def opening_service(
+    options: ServeOptions,
+    on_event: EventFn = lambda *_: None,
+    on_progress: ProgressFn = lambda *_: None,
+    on_open: Callable[[Service], None] = lambda *_: None,
+) -> Service:
+    """A service whose indexes open on a background thread once `service.repos.start()` is called;
+    then `on_open(service)`, or `on_event(name, "error", exc)` when they cannot open.
+
+    What can be checked without opening (the folders exist, none is given twice) is checked here."""
+    named = served_names(options.repos)
+    for spec, (_, root) in zip(options.repos, named):
+        if not spec.milvus_uri and not root.is_dir():
+            raise ServeError(f"no folder at {spec.root}: pass the repository root with --repo")
+
+    def open_all() -> RepoSet:
+        from bridge.server.repos import open_repos
+
+        return open_repos(list(options.repos), options.watch, on_event, on_progress)
+
+    names = tuple(n for n, _ in named)
+    opened: list[Service] = []
+    repos = OpeningRepos(open_all, lambda: on_open(opened[0]), lambda exc: on_event(names[0], "error", exc))
+    opened.append(Service(repos, AuditLog(options.audit_log, options.audit_max_bytes), names))
+    return opened[0]
 
 
 def build_server(service: Service) -> Any:
@@ -95,7 +131,7 @@ def build_server(service: Service) -> Any:
     from bridge import __version__
     from bridge.server.tools import OneLineErrors, register_tools
 
-    names = ", ".join(r.name for r in service.repos.repos)
+    names = ", ".join(service.names or [r.name for r in service.repos.repos])
     audit = AuditMiddleware(service.audit, service.repo_name)
     server = MCPServer(
         "mcp-retrieval-bridge",
@@ -265,13 +301,18 @@ def serve_stdio(
     on_ready: Callable[[Service], None] = lambda *_: None,
 ) -> None:
     """Serve over stdin/stdout until stdin closes (return) or SIGTERM/SIGINT (exit 143/130 after closing
-    the service, as the HTTP server does); the SDK points fd 1 at stderr meanwhile."""
+    the service, as the HTTP server does); the SDK points fd 1 at stderr meanwhile.
+
+    The handshake comes first: the server is built and serving before the indexes open on a
+    background thread (`on_ready` is called from there once they are open); a tool call meanwhile
+    waits for them."""
     from bridge.server.stdio import run_stdio
 
-    service = open_service(options, on_event, on_progress)
+    service = opening_service(options, on_event, on_progress, on_ready)
     try:
         server = build_server(service)
-        on_ready(service)
+        assert isinstance(service.repos, OpeningRepos)
+        service.repos.start()
         stopped_by = run_stdio(server)
     finally:
         service.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bridge.errors import ToolInputError
 from bridge.server.models import (
@@ -23,12 +24,15 @@ from bridge.server.models import (
     SearchCodeResult,
     SymbolModel,
 )
-from bridge.server.repos import Repo, RepoSet
 from index.hits import fit_prefix
 from index.languages import language_for
 from index.search import DEFAULT_MAX_TOKENS, MAX_K, MAX_QUERY_BYTES
 from index.tokenize import estimate_tokens
 from index.types import SourceFile
+
+if TYPE_CHECKING:  # repos imports the index's heavy modules; the tools are registered before it opens
+    from bridge.server.repos import Repo, RepoSet
+    from bridge.server.spec import OpeningRepos
 
 __all__ = [
     "MAX_K",
@@ -190,7 +194,7 @@ def refresh_index(repo: Repo) -> RefreshIndexResult:
     )
 
 
-def list_repos(repos: RepoSet) -> ListReposResult:
+def list_repos(repos: RepoSet | OpeningRepos) -> ListReposResult:
     summaries = []
     for repo in repos.repos:
         repo.searcher.refresh()

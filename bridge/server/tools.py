@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -31,9 +31,12 @@ from bridge.server.models import (
     RefreshIndexResult,
     SearchCodeResult,
 )
-from bridge.server.repos import Repo, RepoSet
 from index.errors import IndexingError
 from index.search import DEFAULT_MAX_TOKENS
+
+if TYPE_CHECKING:  # repos imports the index's heavy modules; the tools are registered before it opens
+    from bridge.server.repos import Repo, RepoSet
+    from bridge.server.spec import OpeningRepos
 
 __all__ = ["OneLineErrors", "register_tools", "TOOL_NAMES"]
 
@@ -96,7 +99,7 @@ class OneLineErrors:
         return result if short is None else {**result, "content": [{"type": "text", "text": short}]}
 
 
-def register_tools(server: MCPServer, repos: RepoSet) -> None:
+def register_tools(server: MCPServer, repos: RepoSet | OpeningRepos) -> None:
     """Add the seven tools to `server`."""
 
     # The SDK runs each call on its own worker thread. Quick tools are pure CPU under one GIL, and
