@@ -61,7 +61,8 @@ def one_start(tree: Path, repo: Path, home: Path) -> dict[str, float]:
     env = {**os.environ, "BRIDGE_HOME": str(home), "PYTHONPATH": str(tree)}
     argv = [sys.executable, "-m", "bridge", "serve", "--stdio", "--repo", str(repo)]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    # cwd: `python -m` puts the working directory first on sys.path, before PYTHONPATH
+    proc = subprocess.Popen(argv, env=env, cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         _send(proc, _INITIALIZE)
         if "result" not in _reply(proc, 1):
@@ -117,7 +118,12 @@ def run(repo: Path, runs: int, cold_runs: int, base_commit: str, work: Path) -> 
     trees = {"baseline": base, "this": REPO}
     home = work / "home"
     subprocess.run([sys.executable, "-m", "bridge", "index", str(repo), "--embedder", "hash", "--json"],
-                   env={**os.environ, "BRIDGE_HOME": str(home), "PYTHONPATH": str(REPO)}, check=True, capture_output=True)
+                   env={**os.environ, "BRIDGE_HOME": str(home), "PYTHONPATH": str(REPO)}, cwd=REPO, check=True, capture_output=True)
+    for name, tree in trees.items():  # each tree must run its own code
+        probe = subprocess.run([sys.executable, "-c", "import bridge; print(bridge.__file__)"], env={**os.environ, "PYTHONPATH": str(tree)},
+                               cwd=tree, check=True, capture_output=True, text=True).stdout.strip()
+        if not Path(probe).resolve().is_relative_to(tree.resolve()):
+            raise RuntimeError(f"the {name} tree imports bridge from {probe}, not from {tree}")
     result: dict[str, Any] = {"repo": str(repo), "base_commit": base_commit, "cpu": _cpu(), "python": platform.python_version()}
     for tree in trees.values():  # unmeasured: byte-compile each tree once, fill the page cache
         one_start(tree, repo, home)

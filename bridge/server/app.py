@@ -24,7 +24,8 @@ from bridge.errors import BridgeError, ServeError
 from bridge.server.audit import AuditLog, AuditMiddleware, default_audit_path
 from bridge.server.auth import BearerAuth, check_bind, is_loopback
 from bridge.server.cors import BrowserAccess, browser_origins
-from bridge.server.spec import OpeningRepos, RepoSpec, served_names
+from bridge.server.opening import OpeningRepos
+from bridge.server.spec import RepoSpec, served_names
 
 if TYPE_CHECKING:  # repos imports the index's heavy modules: loaded only when an index opens
     from bridge.server.repos import EventFn, ProgressFn, RepoSet
@@ -45,6 +46,7 @@ __all__ = [
 ]
 
 _WILDCARDS = ("0.0.0.0", "::", "")
+SERVER_NAME = "mcp-retrieval-bridge"
 
 
 @dataclass(frozen=True)
@@ -131,21 +133,50 @@ def build_server(service: Service) -> Any:
     from bridge import __version__
     from bridge.server.tools import OneLineErrors, register_tools
 
-    names = ", ".join(service.names or [r.name for r in service.repos.repos])
+    names = service.names or tuple(r.name for r in service.repos.repos)
     audit = AuditMiddleware(service.audit, service.repo_name)
     server = MCPServer(
-        "mcp-retrieval-bridge",
+        SERVER_NAME,
         version=__version__,
-        instructions=(
-            f"Code search over {names}. Start with search_code (hybrid: BM25 + vectors, the best chunk of "
-            "each best file); read_file for more lines around a hit; outline for a file's symbols; "
-            "list_files to browse. Results name `path:start-end`; line numbers are 1-based and inclusive."
-        ),
+        instructions=_instructions(names),
         log_level="WARNING",
         middleware=[audit, OneLineErrors()],
     )
     register_tools(server, service.repos)
     return server
+
+
+def _instructions(names: tuple[str, ...]) -> str:
+    return (
+        f"Code search over {', '.join(names)}. Start with search_code (hybrid: BM25 + vectors, the best chunk of "
+        "each best file); read_file for more lines around a hit; outline for a file's symbols; "
+        "list_files to browse. Results name `path:start-end`; line numbers are 1-based and inclusive."
+    )
+
+
+def initialize_answer(names: tuple[str, ...]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """The `initialize` result `build_server`'s server gives, for the stdio server to send before the
+    SDK is even imported; None where the SDK must decide (an unknown protocol version, odd params).
+
+    The SDK advertises prompts, resources and tools, and echoes a protocol version it can
+    negotiate; tests/server/test_server_stdio_start.py checks both answers agree."""
+    from bridge import __version__
+    from bridge.server.stdio import HANDSHAKE_VERSIONS
+
+    def answer(params: dict[str, Any]) -> dict[str, Any] | None:
+        version, client = params.get("protocolVersion"), params.get("clientInfo")
+        if version not in HANDSHAKE_VERSIONS or not isinstance(params.get("capabilities"), dict) \
+                or not isinstance(client, dict) or not all(isinstance(client.get(k), str) for k in ("name", "version")):
+            return None
+        return {
+            "capabilities": {"prompts": {"listChanged": False}, "resources": {"listChanged": False, "subscribe": False},
+                             "tools": {"listChanged": False}},
+            "instructions": _instructions(names),
+            "protocolVersion": version,
+            "serverInfo": {"name": SERVER_NAME, "version": __version__},
+        }
+
+    return answer
 
 
 def transport_security(
@@ -303,19 +334,26 @@ def serve_stdio(
     """Serve over stdin/stdout until stdin closes (return) or SIGTERM/SIGINT (exit 143/130 after closing
     the service, as the HTTP server does); the SDK points fd 1 at stderr meanwhile.
 
-    The handshake comes first: the server is built and serving before the indexes open on a
-    background thread (`on_ready` is called from there once they are open); a tool call meanwhile
-    waits for them."""
-    from bridge.server.stdio import run_stdio
+    The handshake comes first: `initialize` is answered while the SDK is still importing (see
+    `bridge.server.stdio`), and the indexes open on a background thread once the server is built
+    (`on_ready` is called from there when they are open); a tool call meanwhile waits for them."""
+    from bridge.server.stdio import EarlyHandshake, PendingSignals, StdioWire, run_stdio
 
-    service = opening_service(options, on_event, on_progress, on_ready)
+    wire = StdioWire()
+    pending = PendingSignals()
     try:
-        server = build_server(service)
-        assert isinstance(service.repos, OpeningRepos)
-        service.repos.start()
-        stopped_by = run_stdio(server)
+        service = opening_service(options, on_event, on_progress, on_ready)
+        try:
+            early = EarlyHandshake(wire, initialize_answer(service.names))
+            server = build_server(service)
+            assert isinstance(service.repos, OpeningRepos)
+            service.repos.start()
+            stopped_by = run_stdio(server, wire, early, pending)
+        finally:
+            service.close()
     finally:
-        service.close()
+        pending.restore()
+        wire.close()
     if stopped_by is not None:
         raise SystemExit(128 + stopped_by)
 

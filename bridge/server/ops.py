@@ -31,8 +31,8 @@ from index.tokenize import estimate_tokens
 from index.types import SourceFile
 
 if TYPE_CHECKING:  # repos imports the index's heavy modules; the tools are registered before it opens
+    from bridge.server.opening import OpeningRepos
     from bridge.server.repos import Repo, RepoSet
-    from bridge.server.spec import OpeningRepos
 
 __all__ = [
     "MAX_K",

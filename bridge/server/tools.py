@@ -35,8 +35,8 @@ from index.errors import IndexingError
 from index.search import DEFAULT_MAX_TOKENS
 
 if TYPE_CHECKING:  # repos imports the index's heavy modules; the tools are registered before it opens
+    from bridge.server.opening import OpeningRepos
     from bridge.server.repos import Repo, RepoSet
-    from bridge.server.spec import OpeningRepos
 
 __all__ = ["OneLineErrors", "register_tools", "TOOL_NAMES"]
 
