@@ -127,10 +127,11 @@ def opening_service(
 
 
 def build_server(service: Service) -> Any:
-    """The `MCPServer` with the seven tools, bound to `service`."""
+    """The `MCPServer` with the seven tools, the `ask_repo` prompt and the file resources, bound to `service`."""
     from mcp.server.mcpserver import MCPServer
 
     from bridge import __version__
+    from bridge.server.prompt import register_context
     from bridge.server.tools import OneLineErrors, register_tools
 
     names = service.names or tuple(r.name for r in service.repos.repos)
@@ -143,6 +144,7 @@ def build_server(service: Service) -> Any:
         middleware=[audit, OneLineErrors()],
     )
     register_tools(server, service.repos)
+    register_context(server, service.repos)
     return server
 
 

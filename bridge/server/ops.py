@@ -41,6 +41,7 @@ __all__ = [
     "MAX_LIST_LIMIT",
     "search_code",
     "read_file",
+    "source_text",
     "list_files",
     "outline",
     "index_status",
@@ -93,6 +94,11 @@ def _read_source(repo: Repo, user_path: str) -> tuple[str, SourceFile]:
     info = os.stat(real)
     sha = hashlib.sha1(data).hexdigest()
     return path, SourceFile(path, len(data), info.st_mtime_ns, sha, text, language_for(path), invalid)
+
+
+def source_text(repo: Repo, user_path: str) -> str:
+    """The text of a repository file, under read_file's path rules (bytes that are not UTF-8 become U+FFFD)."""
+    return _read_source(repo, user_path)[1].text
 
 
 def _lines(text: str) -> list[str]:
