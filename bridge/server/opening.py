@@ -77,9 +77,12 @@ class OpeningRepos:
     def get(self, name_or_path: str | None) -> Repo:
         return self.wait().get(name_or_path)
 
-    def close(self) -> None:
-        """Close what is open; an opening still under way (an initial build) is not waited for:
-        it closes its own result, and a build interrupted by the exit leaves the live index intact."""
+    def close(self, wait_s: float = 5.0) -> None:
+        """Close what is open. An opening still under way is given `wait_s` to finish (opening an
+        existing index takes well under a second); a longer one (an initial build) closes its own
+        result, and a build cut short by the process's exit leaves the live index as it was."""
+        if self._thread.is_alive():
+            self._done.wait(wait_s)
         with self._lock:
             self._closed = True
             opened = self._set

@@ -34,7 +34,7 @@ INITIALIZED = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized
 
 def _start_and_stop(repo: Path, home: Path, stop: str, moment: str) -> tuple[int, str]:
     proc = subprocess.Popen(
-        bridge_command("serve", "--stdio", "--repo", str(repo), "--no-vectors", "--no-watch", "--audit-log", "off"),
+        bridge_command("serve", "--stdio", "--repo", str(repo), "--no-vectors", "--audit-log", "off"),  # watching, as hosts run it
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(home),
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
