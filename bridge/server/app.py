@@ -26,6 +26,7 @@ from bridge.server.auth import BearerAuth, check_bind, is_loopback
 from bridge.server.cors import BrowserAccess, browser_origins
 from bridge.server.opening import OpeningRepos
 from bridge.server.spec import RepoSpec, served_names
+from index.errors import IndexingError
 
 if TYPE_CHECKING:  # repos imports the index's heavy modules: loaded only when an index opens
     from bridge.server.repos import EventFn, ProgressFn, RepoSet
@@ -79,7 +80,7 @@ class Service:
             return str(name_or_path)  # a malformed call: the tool refuses it, the audit still names it
         try:
             return self.repos.get(name_or_path).name
-        except BridgeError:
+        except (BridgeError, IndexingError):  # an unknown name, or indexes that could not open
             return name_or_path
 
     def close(self) -> None:
@@ -111,7 +112,7 @@ def opening_service(
     What can be checked without opening (the folders exist, none is given twice) is checked here."""
     named = served_names(options.repos)
     for spec, (_, root) in zip(options.repos, named):
-        if not spec.milvus_uri and not root.is_dir():
+        if not root.is_dir():  # as open_repo says it, before anything starts
             raise ServeError(f"no folder at {spec.root}: pass the repository root with --repo")
 
     def open_all() -> RepoSet:

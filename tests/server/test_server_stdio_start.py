@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from support.server import bridge_command, subprocess_env
+from support.server import bridge_command, make_repo, subprocess_env
 
 from bridge.server.stdio import HANDSHAKE_VERSIONS
 
@@ -23,10 +23,10 @@ def _initialize(version: str, id_: object = 1) -> dict:
             "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 
 
-def _session(repo: Path, home: Path, messages: list[dict], replies: int) -> tuple[list[dict], str]:
+def _session(repo: Path, home: Path, messages: list[dict], replies: int, *args: str) -> tuple[list[dict], str]:
     """Send `messages` at once, read `replies` messages, close stdin; the replies and the server's stderr."""
     proc = subprocess.Popen(
-        bridge_command("serve", "--stdio", "--repo", str(repo), "--no-vectors", "--audit-log", "off"),
+        bridge_command("serve", "--stdio", "--repo", str(repo), "--no-vectors", "--audit-log", "off", *args),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(home),
     )
     assert proc.stdin is not None and proc.stdout is not None
@@ -110,3 +110,18 @@ def test_a_difference_between_the_early_answer_and_the_sdks_is_logged_and_the_sd
     anyio.run(main)
     assert "differed from the MCP SDK's" in caplog.text
     assert [json.loads(line)["result"] for line in wire.lines] == [{"later": True}]
+
+
+def test_indexes_that_cannot_open_after_the_handshake_make_every_tool_call_say_why(
+    repo: Path, bridge_home: Path, tmp_path: Path
+) -> None:
+    other = make_repo(tmp_path / "other")
+    index_dir = tmp_path / "other-index"
+    subprocess.run(bridge_command("index", str(other), "--index-dir", str(index_dir), "--no-vectors"),
+                   check=True, capture_output=True, timeout=120, env=subprocess_env(bridge_home))
+    got, err = _session(repo, bridge_home, [_initialize("2025-06-18"), *_then_tools()], 3, "--index-dir", str(index_dir))
+    replies = {r["id"]: r for r in got}
+    assert replies[1]["result"]["protocolVersion"] == "2025-06-18"
+    called = replies[3]["result"]
+    assert called["isError"] and "belongs to" in called["content"][0]["text"] and "--index-dir" in called["content"][0]["text"]
+    assert "belongs to" in err and "Traceback" not in err
