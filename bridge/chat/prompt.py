@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-from importlib import resources
-
 from bridge.chat.budget import Plan, Snippet
-from bridge.errors import PromptError
 from bridge.llm.runtime import Message
+from bridge.server.prompt import load_template, render_template
 from index.types import Hit
 
 __all__ = [
@@ -19,23 +16,8 @@ __all__ = [
     "system_prompt",
 ]
 
-
-@functools.cache
-def load_template(name: str) -> str:
-    """Text of prompts/<name>; placeholders are str.format fields."""
-    try:
-        return resources.files("prompts").joinpath(name).read_text(encoding="utf-8")
-    except (FileNotFoundError, ModuleNotFoundError) as exc:
-        raise PromptError(
-            f"prompt template prompts/{name} is missing from the installation: reinstall mcp-retrieval-bridge"
-        ) from exc
-
-
-def _format(name: str, **fields: str) -> str:
-    try:
-        return load_template(name).format(**fields)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise PromptError(f"prompt template prompts/{name} does not render ({exc!r}): fix its {{fields}}") from exc
+# The templates are loaded and rendered by bridge.server.prompt, which the MCP `ask_repo` prompt uses too.
+_format = render_template
 
 
 def system_prompt() -> str:

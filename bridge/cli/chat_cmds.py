@@ -20,7 +20,6 @@ from typing import Any
 
 import typer
 
-from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
 from bridge.cli.common import MilvusOpt, MilvusTokenOpt, console, emit_json, fail, milvus_token, read_query, resolve_index
 from bridge.errors import BridgeError
 
@@ -50,7 +49,7 @@ TokenEnvOpt = typer.Option(None, "--token-env", help="Variable holding --server'
 KOpt = typer.Option(None, "-k", help="Hits to retrieve (default 5). [BRIDGE_K]")
 ModeOpt = typer.Option(None, "--mode", help="hybrid (default), lexical or vector. [BRIDGE_MODE]")
 SnippetOpt = typer.Option(
-    None, "--snippet-tokens", help=f"Tokens for retrieved code (default {DEFAULT_SNIPPET_BUDGET}). [BRIDGE_SNIPPET_TOKENS]"
+    None, "--snippet-tokens", help="Tokens for retrieved code (default: as `bridge search`). [BRIDGE_SNIPPET_TOKENS]"
 )
 ReserveOpt = typer.Option(
     None, "--answer-reserve", help="Tokens kept for the answer (default 512). [BRIDGE_ANSWER_RESERVE]"

@@ -7,7 +7,6 @@ from typing import Any
 
 import typer
 
-from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
 from bridge.cli.common import console, emit_json, fail, resolve_index
 
 __all__ = ["compare_cmd", "register"]
@@ -61,13 +60,17 @@ def compare_cmd(
     repeats: int = typer.Option(2, "--repeats", min=1, help="Rounds over all prefill sizes; the fastest run of each size counts."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="llama.cpp threads (1 times steadily on a busy machine)."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="Hits retrieved per question."),
-    snippet_tokens: int = typer.Option(DEFAULT_SNIPPET_BUDGET, "--snippet-tokens", min=0, help="Tokens for retrieved code."),
+    snippet_tokens: int | None = typer.Option(None, "--snippet-tokens", min=0, help="Tokens for retrieved code (default: as ask)."),
     answer_reserve: int = typer.Option(512, "--answer-reserve", min=1, help="Tokens kept for the answer."),
     plot: Path | None = typer.Option(None, "--plot", help="Write a PNG of prefill time and KV memory against context length."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document to stdout."),
 ) -> None:
     """Tokens, KV-cache bytes and prefill time: retrieval versus the whole repository in context."""
+    from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
     from bridge.chat.settings import parse_bytes
+
+    if snippet_tokens is None:  # resolved here: the planner is not imported until a command needs it
+        snippet_tokens = DEFAULT_SNIPPET_BUDGET
     from bridge.llm.gguf import CACHE_TYPES
     from bridge.measure.compare import DEFAULT_SAMPLE_QUESTIONS, compare
     from index.search import Searcher

@@ -8,7 +8,6 @@ from typing import Any
 
 import typer
 
-from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
 from bridge.cli.common import MilvusOpt, MilvusTokenOpt, console, emit_json, fail, milvus_token, resolve_index
 
 __all__ = ["eval_cmd", "register"]
@@ -94,13 +93,16 @@ def eval_cmd(
     answers: bool = typer.Option(False, "--answers", help="Also answer with the model: retrieval vs full context cut to n_ctx."),
     model: Path | None = typer.Option(None, "--model", help="A .gguf file for --answers (default: the bundled SmolLM2)."),
     n_ctx: int | None = typer.Option(None, "--n-ctx", help="Context length for --answers."),
-    snippet_tokens: int = typer.Option(DEFAULT_SNIPPET_BUDGET, "--snippet-tokens", min=0, help="Tokens for retrieved code (--answers)."),
+    snippet_tokens: int | None = typer.Option(
+        None, "--snippet-tokens", min=0, help="Tokens for retrieved code (--answers; default: as `bridge ask`)."
+    ),
     answer_reserve: int = typer.Option(256, "--answer-reserve", min=1, help="Tokens kept for each answer (--answers)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document to stdout."),
     milvus_uri: str | None = MilvusOpt,
     milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Score retrieval on a questions file: recall@1/5/10, MRR, nDCG@10, span recall, latency."""
+    from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
     from bridge.measure.evaluate import aggregate, load_questions
     from bridge.measure.intervals import versus
     from bridge.measure.runs import run_modes
@@ -125,7 +127,7 @@ def eval_cmd(
     checked = None
     if answers:
         checked = _answers(searcher, questions, "hybrid" if mode == "all" else mode, model, n_ctx,
-                           snippet_tokens, answer_reserve, quiet=json_out)
+                           DEFAULT_SNIPPET_BUDGET if snippet_tokens is None else snippet_tokens, answer_reserve, quiet=json_out)
     if not json_out:
         _print(metrics, (per_mode, gains), skipped, checked, len(questions), k)
         return

@@ -70,7 +70,7 @@ def serve_cmd(
     ),
     allowed_origin: list[str] = typer.Option(
         [], "--allowed-origin",
-        help="Extra browser Origin to accept, e.g. http://localhost:3000 (repeatable).",
+        help="Origin of a browser page allowed to call the server (CORS), e.g. http://localhost:3000 (repeatable; never *).",
     ),
     allowed_host: list[str] = typer.Option([], "--allowed-host", help="Extra Host header to accept, e.g. myhost:8765 (repeatable)."),
     stdio: bool = typer.Option(False, "--stdio", help="Serve over stdin/stdout instead of HTTP (for Claude Desktop)."),
@@ -91,7 +91,7 @@ def serve_cmd(
     """Serve the code index of one or more repositories to MCP clients (http://HOST:PORT/mcp)."""
     from bridge.server.app import ServeOptions, serve_http, serve_stdio
     from bridge.server.auth import load_token
-    from bridge.server.repos import RepoSpec
+    from bridge.server.spec import RepoSpec
 
     roots = repo or [Path.cwd()]
     offered = _tool_names(tools)

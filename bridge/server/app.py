@@ -18,13 +18,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.errors import BridgeError, ServeError
 from bridge.server.audit import AuditLog, AuditMiddleware, default_audit_path
 from bridge.server.auth import BearerAuth, check_bind, is_loopback
 from bridge.server.catalog import TOOL_NAMES
-from bridge.server.repos import EventFn, ProgressFn, RepoSet, RepoSpec, open_repos
+from bridge.server.cors import BrowserAccess, browser_origins
+from bridge.server.opening import OpeningRepos
+from bridge.server.spec import RepoSpec, served_names
+from index.errors import IndexingError
+
+if TYPE_CHECKING:  # repos imports the index's heavy modules: loaded only when an index opens
+    from bridge.server.repos import EventFn, ProgressFn, RepoSet
 
 __all__ = [
     "ServeOptions",
@@ -42,6 +48,7 @@ __all__ = [
 ]
 
 _WILDCARDS = ("0.0.0.0", "::", "")
+SERVER_NAME = "mcp-retrieval-bridge"
 
 
 @dataclass(frozen=True)
@@ -61,10 +68,13 @@ class ServeOptions:
 
 @dataclass
 class Service:
-    """The served repositories and the audit log: what the tools need, whatever the transport."""
+    """The served repositories and the audit log: what the tools need, whatever the transport.
 
-    repos: RepoSet
+    `names` are the served names, known before the indexes open (`repos` may still be opening)."""
+
+    repos: RepoSet | OpeningRepos
     audit: AuditLog
+    names: tuple[str, ...] = ()
 
     def repo_name(self, name_or_path: object) -> str | None:
         """The served name a tool's `repo` argument refers to, or the argument itself when unknown."""
@@ -72,7 +82,7 @@ class Service:
             return str(name_or_path)  # a malformed call: the tool refuses it, the audit still names it
         try:
             return self.repos.get(name_or_path).name
-        except BridgeError:
+        except (BridgeError, IndexingError):  # an unknown name, or indexes that could not open
             return name_or_path
 
     def close(self) -> None:
@@ -85,32 +95,94 @@ class Service:
 def open_service(
     options: ServeOptions, on_event: EventFn = lambda *_: None, on_progress: ProgressFn = lambda *_: None
 ) -> Service:
+    from bridge.server.repos import open_repos
+
+    names = tuple(name for name, _ in served_names(options.repos))
     repos = open_repos(list(options.repos), options.watch, on_event, on_progress)
-    return Service(repos, AuditLog(options.audit_log, options.audit_max_bytes))
+    return Service(repos, AuditLog(options.audit_log, options.audit_max_bytes), names)
+
+
+def opening_service(
+    options: ServeOptions,
+    on_event: EventFn = lambda *_: None,
+    on_progress: ProgressFn = lambda *_: None,
+    on_open: Callable[[Service], None] = lambda *_: None,
+) -> Service:
+    """A service whose indexes open on a background thread once `service.repos.start()` is called;
+    then `on_open(service)`, or `on_event(name, "error", exc)` when they cannot open.
+
+    What can be checked without opening (the folders exist, none is given twice) is checked here."""
+    named = served_names(options.repos)
+    for spec, (_, root) in zip(options.repos, named):
+        if not root.is_dir():  # as open_repo says it, before anything starts
+            raise ServeError(f"no folder at {spec.root}: pass the repository root with --repo")
+
+    def open_all() -> RepoSet:
+        from bridge.server.repos import open_repos
+
+        return open_repos(list(options.repos), options.watch, on_event, on_progress)
+
+    names = tuple(n for n, _ in named)
+    opened: list[Service] = []
+    repos = OpeningRepos(open_all, lambda: on_open(opened[0]), lambda exc: on_event(names[0], "error", exc))
+    opened.append(Service(repos, AuditLog(options.audit_log, options.audit_max_bytes), names))
+    return opened[0]
 
 
 def build_server(service: Service, tools: tuple[str, ...] = TOOL_NAMES) -> Any:
-    """The `MCPServer` with the named tools (default: all seven), bound to `service`."""
+    """The `MCPServer` with the named tools (default: all seven), the `ask_repo` prompt and the file
+    resources, bound to `service`."""
     from mcp.server.mcpserver import MCPServer
 
     from bridge import __version__
-    from bridge.server.tools import OneLineErrors, register_tools
+    from bridge.server.prompt import register_context
+    from bridge.server.tools import CompactToolList, OneLineErrors, register_tools
 
-    names = ", ".join(r.name for r in service.repos.repos)
+    names = service.names or tuple(r.name for r in service.repos.repos)
     audit = AuditMiddleware(service.audit, service.repo_name)
     server = MCPServer(
-        "mcp-retrieval-bridge",
+        SERVER_NAME,
         version=__version__,
-        instructions=(
-            f"Code search over {names}. Start with search_code (hybrid: BM25 + vectors, the best chunk of "
-            "each best file); read_file for more lines around a hit; outline for a file's symbols; "
-            "list_files to browse. Results name `path:start-end`; line numbers are 1-based and inclusive."
-        ),
+        instructions=_instructions(names),
         log_level="WARNING",
-        middleware=[audit, OneLineErrors()],
+        middleware=[audit, OneLineErrors(), CompactToolList(single_repo=len(names) == 1)],
     )
     register_tools(server, service.repos, tools)
+    register_context(server, service.repos)
     return server
+
+
+def _instructions(names: tuple[str, ...]) -> str:
+    return (
+        f"Code search over {', '.join(names)}. Start with search_code (hybrid: BM25 + vectors, the best chunk of "
+        "each best file); read_file for more lines around a hit; outline for a file's symbols; "
+        "list_files to browse. Results name `path:start-end`; line numbers are 1-based and inclusive."
+    )
+
+
+def initialize_answer(names: tuple[str, ...]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """The `initialize` result `build_server`'s server gives, for the stdio server to send before the
+    SDK is even imported; None where the SDK must decide (an unknown protocol version, odd params).
+
+    The SDK advertises prompts, resources and tools, and echoes a protocol version it can
+    negotiate; tests/server/test_server_stdio_start.py checks both answers agree."""
+    from bridge import __version__
+    from bridge.server.stdio import HANDSHAKE_VERSIONS
+
+    def answer(params: dict[str, Any]) -> dict[str, Any] | None:
+        version, client = params.get("protocolVersion"), params.get("clientInfo")
+        if version not in HANDSHAKE_VERSIONS or not isinstance(params.get("capabilities"), dict) \
+                or not isinstance(client, dict) or not all(isinstance(client.get(k), str) for k in ("name", "version")):
+            return None
+        return {
+            "capabilities": {"prompts": {"listChanged": False}, "resources": {"listChanged": False, "subscribe": False},
+                             "tools": {"listChanged": False}},
+            "instructions": _instructions(names),
+            "protocolVersion": version,
+            "serverInfo": {"name": SERVER_NAME, "version": __version__},
+        }
+
+    return answer
 
 
 def transport_security(
@@ -161,16 +233,20 @@ _CLIENT_LEFT = _ClientLeftFilter()
 
 
 def http_app(server: Any, options: ServeOptions) -> Any:
-    """The ASGI app: the SDK's Streamable HTTP app (with its lifespan), behind the bearer check."""
+    """The ASGI app: the SDK's Streamable HTTP app (with its lifespan), behind the bearer check,
+    behind CORS for the origins named in `allowed_origins` (browser pages; preflights carry no token)."""
     sdk_log = logging.getLogger("mcp.server.streamable_http")
     if _CLIENT_LEFT not in sdk_log.filters:
         sdk_log.addFilter(_CLIENT_LEFT)
+    origins = browser_origins(options.allowed_origins)
     app = server.streamable_http_app(
         streamable_http_path=options.path,
-        transport_security=transport_security(options.host, options.allowed_origins, options.allowed_hosts),
+        transport_security=transport_security(options.host, origins, options.allowed_hosts),
         host=options.host,
     )
-    return BearerAuth(app, options.token) if options.token else app
+    if options.token:
+        app = BearerAuth(app, options.token, options.path)
+    return BrowserAccess(app, origins) if origins else app
 
 
 def url_for(host: str, port: int, path: str = "/mcp") -> str:
@@ -238,6 +314,7 @@ def serve_http(
 ) -> None:
     """Serve until SIGINT/SIGTERM. `on_ready(url, service)` is called once the port is listening."""
     check_bind(options.host, options.token)
+    browser_origins(options.allowed_origins)  # a malformed origin is an error before anything starts
     sock = bind_socket(options.host, options.port)
     try:
         service = open_service(options, on_event, on_progress)
@@ -260,15 +337,31 @@ def serve_stdio(
     on_progress: ProgressFn = lambda *_: None,
     on_ready: Callable[[Service], None] = lambda *_: None,
 ) -> None:
-    """Serve over stdin/stdout until stdin closes; the SDK points fd 1 at stderr meanwhile."""
-    service = open_service(options, on_event, on_progress)
+    """Serve over stdin/stdout until stdin closes (return) or SIGTERM/SIGINT (exit 143/130 after closing
+    the service, as the HTTP server does); the SDK points fd 1 at stderr meanwhile.
+
+    The handshake comes first: `initialize` is answered while the SDK is still importing (see
+    `bridge.server.stdio`), and the indexes open on a background thread once the server is built
+    (`on_ready` is called from there when they are open); a tool call meanwhile waits for them."""
+    from bridge.server.stdio import EarlyHandshake, PendingSignals, StdioWire, run_stdio
+
+    wire = StdioWire()
+    pending = PendingSignals()
     try:
-        server = build_server(service, options.tools)
-        on_ready(service)
-        with _sigterm_exits():
-            server.run("stdio")
+        service = opening_service(options, on_event, on_progress, on_ready)
+        try:
+            early = EarlyHandshake(wire, initialize_answer(service.names))
+            server = build_server(service, options.tools)
+            assert isinstance(service.repos, OpeningRepos)
+            service.repos.start()
+            stopped_by = run_stdio(server, wire, early, pending)
+        finally:
+            service.close()
     finally:
-        service.close()
+        pending.restore()
+        wire.close()
+    if stopped_by is not None:
+        raise SystemExit(128 + stopped_by)
 
 
 @dataclass

@@ -1,8 +1,11 @@
 """Bearer-token check for the HTTP transport, and the rules for where the server may listen.
 
-The check is a plain ASGI wrapper around the SDK's Starlette app: HTTP requests without
-`Authorization: Bearer TOKEN` get 401 before any MCP code runs, and the lifespan messages pass
-through untouched, so the SDK's session manager still starts and stops with the server.
+The check is a plain ASGI wrapper around the SDK's Starlette app: HTTP requests to the MCP endpoint
+without `Authorization: Bearer TOKEN` get 401 before any MCP code runs, with a body that says what to
+send, and the lifespan messages pass through untouched, so the SDK's session manager still starts and
+stops with the server. Every other path is 404, token or not: there is no OAuth here, and a client
+that meets 401 at `/.well-known/oauth-protected-resource` or `/register` takes it for an OAuth server
+and starts a login flow, instead of telling its user that the token is missing or wrong.
 """
 
 from __future__ import annotations
@@ -63,11 +66,12 @@ def check_bind(host: str, token: str | None) -> None:
 
 
 class BearerAuth:
-    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
+    """ASGI middleware: requests to `path` must carry `Authorization: Bearer <token>`; others are 404."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, path: str = "/mcp") -> None:
         self.app = app
         self._token = token.encode("utf-8")
+        self._path = path.rstrip("/") or "/"
 
     def _authorized(self, scope: Scope) -> bool:
         for name, value in scope.get("headers", ()):
@@ -78,24 +82,30 @@ class BearerAuth:
         return False
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]]) -> None:
-        if scope["type"] not in ("http", "websocket") or self._authorized(scope):
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})
+            if self._authorized(scope):
+                await self.app(scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps(
-            {"error": "unauthorized", "error_description": "send the server's token as 'Authorization: Bearer TOKEN'"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="bridge"'),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        if (scope.get("path", "").rstrip("/") or "/") != self._path:
+            await _reply(send, 404, "not_found", f"no OAuth here: send the server's token as 'Authorization: Bearer TOKEN' to {self._path}")
+        elif self._authorized(scope):
+            await self.app(scope, receive, send)
+        elif any(name.lower() == b"authorization" for name, _ in scope.get("headers", ())):
+            await _reply(send, 401, "invalid_token", "wrong token: send the server's token as 'Authorization: Bearer TOKEN'")
+        else:
+            await _reply(send, 401, "unauthorized", "missing token: send the server's token as 'Authorization: Bearer TOKEN'")
+
+
+async def _reply(send: Callable[[dict], Awaitable[None]], status: int, error: str, description: str) -> None:
+    body = json.dumps({"error": error, "error_description": description}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:  # RFC 6750: no error code when no token came, invalid_token for a wrong one
+        challenge = 'Bearer realm="bridge"' + (', error="invalid_token"' if error == "invalid_token" else "")
+        headers.append((b"www-authenticate", challenge.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bridge.errors import ToolInputError
 from bridge.server.models import (
@@ -22,11 +23,14 @@ from bridge.server.models import (
     SearchCodeResult,
     SymbolModel,
 )
-from bridge.server.repos import Repo, RepoSet
 from index.files import source_file
 from index.search import DEFAULT_MAX_TOKENS, MAX_K, MAX_QUERY_BYTES, fit_prefix
 from index.tokenize import estimate_tokens
 from index.types import SourceFile
+
+if TYPE_CHECKING:  # repos imports the index's heavy modules; the tools are registered before it opens
+    from bridge.server.opening import OpeningRepos
+    from bridge.server.repos import Repo, RepoSet
 
 __all__ = [
     "MAX_K",
@@ -35,6 +39,7 @@ __all__ = [
     "MAX_LIST_LIMIT",
     "search_code",
     "read_file",
+    "source_text",
     "list_files",
     "outline",
     "index_status",
@@ -81,6 +86,11 @@ def _read_source(repo: Repo, user_path: str) -> tuple[str, SourceFile]:
     mtime_ns = os.stat(real).st_mtime_ns
     path = normalise_path(user_path)
     return path, source_file(path, Path(real).read_bytes(), mtime_ns)
+
+
+def source_text(repo: Repo, user_path: str) -> str:
+    """The text of a repository file, under read_file's path rules (bytes that are not UTF-8 become U+FFFD)."""
+    return _read_source(repo, user_path)[1].text
 
 
 def _lines(text: str) -> list[str]:
@@ -182,7 +192,7 @@ def refresh_index(repo: Repo) -> RefreshIndexResult:
     )
 
 
-def list_repos(repos: RepoSet) -> ListReposResult:
+def list_repos(repos: RepoSet | OpeningRepos) -> ListReposResult:
     summaries = []
     for repo in repos.repos:
         repo.searcher.refresh()

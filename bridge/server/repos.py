@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bridge.errors import ServeError, ToolInputError
 from bridge.server.memory import limit_arenas, trim
+from bridge.server.spec import RepoSpec, served_names
 from index.build import BuildOptions, BuildReport, LiveIndex, build_index, selection_from_json
 from index.errors import IndexingError
 from index.files import resolve_path
@@ -28,23 +29,6 @@ __all__ = ["Repo", "RepoSet", "RepoSpec", "RepoStatus", "open_repo", "open_repos
 
 EventFn = Callable[[str, str, object], None]  # (repo name, "build" | "fill" | "error", report or exception)
 ProgressFn = Callable[[str, Progress], None]  # (repo name, progress of an initial build)
-
-
-@dataclass(frozen=True)
-class RepoSpec:
-    """What to serve: a repository root, optionally its index folder and build settings.
-
-    `embedder` None keeps whatever the existing index uses ("minilm" for a new one); use
-    `no_vectors=True` for a lexical-only index.
-    """
-
-    root: Path
-    index_dir: Path | None = None
-    embedder: str | None = None
-    no_vectors: bool = False
-    selection: Selection | None = None
-    milvus_uri: str | None = None  # read the index from Milvus (a stateless replica; see docs/milvus.md)
-    milvus_token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -212,14 +196,6 @@ class Repo:
             thread.join(10.0)
 
 
-def _unique_name(root: Path, taken: set[str]) -> str:
-    base = root.name or "root"
-    name, n = base, 2
-    while name in taken:
-        name, n = f"{base}-{n}", n + 1
-    return name
-
-
 def open_repo(
     spec: RepoSpec,
     name: str,
@@ -341,16 +317,8 @@ def open_repos(
     """Open every repository; if one fails, the ones already opened are closed again."""
     limit_arenas()
     opened: list[Repo] = []
-    taken: set[str] = set()
-    roots: set[str] = set()
     try:
-        for spec in specs:
-            real = Path(os.path.realpath(spec.root.expanduser()))
-            if str(real) in roots:
-                raise ServeError(f"repository {spec.root} is given twice: pass each --repo once")
-            roots.add(str(real))
-            name = _unique_name(real, taken)
-            taken.add(name)
+        for spec, (name, _) in zip(specs, served_names(specs)):
             opened.append(open_repo(spec, name, watch, on_event, on_progress))
     except BaseException:
         for repo in opened:

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -32,9 +32,12 @@ from bridge.server.models import (
     RefreshIndexResult,
     SearchCodeResult,
 )
-from bridge.server.repos import Repo, RepoSet
 from index.errors import IndexingError
 from index.search import DEFAULT_MAX_TOKENS
+
+if TYPE_CHECKING:  # repos imports the index's heavy modules; the tools are registered before it opens
+    from bridge.server.opening import OpeningRepos
+    from bridge.server.repos import Repo, RepoSet
 
 __all__ = ["CompactToolList", "OneLineErrors", "compact_schema", "register_tools", "TOOL_NAMES"]
 
@@ -134,7 +137,7 @@ class CompactToolList:
         return {**result, "tools": tools}
 
 
-def register_tools(server: MCPServer, repos: RepoSet, names: tuple[str, ...] = TOOL_NAMES) -> None:
+def register_tools(server: MCPServer, repos: RepoSet | OpeningRepos, names: tuple[str, ...] = TOOL_NAMES) -> None:
     """Add the tools named in `names` (default: all seven) to `server`."""
 
     # The SDK runs each call on its own worker thread. Quick tools are pure CPU under one GIL, and
@@ -248,4 +251,3 @@ def register_tools(server: MCPServer, repos: RepoSet, names: tuple[str, ...] = T
     for fn in (search_code, read_file, list_files, outline, index_status, refresh_index, list_repos):
         if fn.__name__ in names:
             server.add_tool(fn, annotations=_REFRESH if fn is refresh_index else _READ_ONLY)
-    server.middleware.append(CompactToolList(single_repo=len(repos.repos) == 1))

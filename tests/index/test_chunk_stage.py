@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.small_index import small_index
 
 import index.rank.question as question_module
 from index.rank.chunks import CHUNK_FEATURES, ChunkStage, chunk_features, load_chunk_stage
 from index.rank.question import Question
 from index.search.probe import chunk_rows
 from index.types import Chunk
-from support.small_index import small_index
 
 CONVERT = "\n".join(
     ["def parse_header(text):", '    """Read the header line."""', *[f"    step_{i} = text[{i}]" for i in range(12)],

@@ -10,6 +10,7 @@ import pytest
 from bridge.errors import ServeError
 from bridge.server.app import transport_security, url_for
 from bridge.server.auth import BearerAuth, check_bind, is_loopback, load_token
+from bridge.server.cors import browser_origins
 
 
 def test_the_token_comes_from_an_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,7 +101,19 @@ def test_the_bearer_check_lets_lifespan_through_and_stops_requests_without_the_t
 
     app = BearerAuth(inner, "tok")
     _run(app, {"type": "lifespan"})
-    refused = _run(app, {"type": "http", "headers": [(b"authorization", b"Bearer nope")]})
-    _run(app, {"type": "http", "headers": [(b"authorization", b"bearer tok")]})
+    refused = _run(app, {"type": "http", "path": "/mcp", "headers": [(b"authorization", b"Bearer nope")]})
+    _run(app, {"type": "http", "path": "/mcp", "headers": [(b"authorization", b"bearer tok")]})
+    elsewhere = _run(app, {"type": "http", "path": "/.well-known/oauth-protected-resource", "headers": [(b"authorization", b"bearer tok")]})
     assert reached == ["lifespan", "http"]
-    assert refused[0]["status"] == 401
+    assert refused[0]["status"] == 401 and elsewhere[0]["status"] == 404
+
+
+def test_allowed_origins_are_written_as_a_browser_sends_them() -> None:
+    given = ("HTTP://LocalHost:80/", "https://app.example.org:443", "http://[::1]:3000", "http://localhost")
+    assert browser_origins(given) == ("http://localhost", "https://app.example.org", "http://[::1]:3000")
+
+
+@pytest.mark.parametrize("origin", ["*", "https://*.example.org", "null", "file:///tmp/x", "http://a.example/app", "http://a:99999"])
+def test_an_allowed_origin_must_be_one_exact_origin(origin: str) -> None:
+    with pytest.raises(ServeError, match="--allowed-origin"):
+        browser_origins((origin,))

@@ -9,16 +9,13 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
-from support.server import bridge_command, make_repo, subprocess_env
+from support.server import bridge_command, bridge_serve, make_repo, subprocess_env
 
 from bridge.server.app import start_background
 from bridge.server.connect import connect
@@ -31,46 +28,6 @@ INIT = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-@dataclass
-class Served:
-    url: str
-    proc: subprocess.Popen
-    stderr: list[str]
-    stdout: str = ""
-
-
-@contextmanager
-def bridge_serve(args: list[str], env: dict[str, str]) -> Iterator[Served]:
-    """Start `bridge serve ... --port 0`, wait for the URL it prints, stop it afterwards."""
-    proc = subprocess.Popen(
-        bridge_command("serve", *args, "--port", "0"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    lines: list[str] = []
-    url = None
-    for line in proc.stderr:  # ends when the process exits
-        lines.append(line)
-        if line.startswith("MCP endpoint: "):
-            url = line.split(": ", 1)[1].strip()
-            break
-    drain = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
-    drain.start()
-    served = Served(url or "", proc, lines)
-    try:
-        if url is None:
-            proc.wait(10)
-            pytest.fail("bridge serve did not start:\n" + "".join(lines))
-        yield served
-    finally:
-        proc.terminate()
-        proc.wait(20)
-        drain.join(10)
-        served.stdout = proc.stdout.read()
-        proc.stdout.close()
-        proc.stderr.close()
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +98,82 @@ def test_requests_without_the_right_bearer_token_get_401(served: dict, headers: 
     assert response.headers["www-authenticate"].startswith("Bearer")
 
 
+@pytest.mark.parametrize(
+    ("headers", "says"),
+    [({}, "missing token: send the server's token as 'Authorization: Bearer TOKEN'"),
+     ({"Authorization": "Bearer wrong"}, "wrong token: send the server's token as 'Authorization: Bearer TOKEN'")],
+)
+def test_a_401_says_whether_the_token_is_missing_or_wrong_and_how_to_send_it(served: dict, headers: dict, says: str) -> None:
+    response = httpx.post(served["url"], json=INIT, headers={**ACCEPT, **headers}, timeout=30)
+    assert response.status_code == 401
+    assert response.json()["error_description"] == says
+
+
+OAUTH_PATHS = ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp",
+               "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration", "/register",
+               "/authorize", "/token"]
+
+
+@pytest.mark.parametrize("path", OAUTH_PATHS)
+def test_oauth_discovery_and_registration_answer_404_with_or_without_a_token(served: dict, path: str) -> None:
+    # 401 there reads as "this is an OAuth server": clients start a login flow instead of reporting the token
+    url = httpx.URL(served["url"]).copy_with(path=path)
+    for headers in ({}, {"Authorization": f"Bearer {TOKEN}"}):
+        assert httpx.get(url, headers=headers, timeout=30).status_code == 404
+        assert httpx.post(url, json={"redirect_uris": ["http://localhost/cb"]}, headers=headers, timeout=30).status_code == 404
+
+
+def test_a_server_without_a_token_answers_404_at_the_oauth_paths_too(repo: Path, bridge_home: Path) -> None:
+    with start_background([repo], no_vectors=True, watch=False) as running:
+        for path in OAUTH_PATHS:
+            assert httpx.get(httpx.URL(running.url).copy_with(path=path), timeout=30).status_code == 404
+
+
+def _preflight(url: str, origin: str) -> httpx.Response:
+    headers = {"Origin": origin, "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization,content-type,mcp-session-id,mcp-protocol-version"}
+    return httpx.options(url, headers=headers, timeout=30)
+
+
+def test_a_preflight_from_the_allowed_origin_names_the_mcp_headers(served: dict) -> None:
+    response = _preflight(served["url"], "http://app.example:3000")
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == "http://app.example:3000"
+    allowed = {h.strip().lower() for h in response.headers["access-control-allow-headers"].split(",")}
+    assert {"authorization", "content-type", "mcp-session-id", "mcp-protocol-version"} <= allowed
+    assert {"POST", "GET", "DELETE"} <= {m.strip() for m in response.headers["access-control-allow-methods"].split(",")}
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "http://localhost:5173", "null", "http://app.example:3001"])
+def test_a_preflight_from_any_other_origin_is_refused_without_cors_headers(served: dict, origin: str) -> None:
+    response = _preflight(served["url"], origin)
+    assert response.status_code == 403
+    assert not any(name.startswith("access-control-") for name in response.headers)
+
+
+def test_responses_to_the_allowed_origin_let_the_page_read_them_and_the_session_id(served: dict) -> None:
+    origin = {"Origin": "http://app.example:3000"}
+    ok = httpx.post(served["url"], json=INIT, headers={**ACCEPT, **origin, "Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    assert ok.status_code == 200 and ok.headers["mcp-session-id"]
+    assert ok.headers["access-control-allow-origin"] == "http://app.example:3000"
+    assert "mcp-session-id" in ok.headers["access-control-expose-headers"].lower()
+    refused = httpx.post(served["url"], json=INIT, headers={**ACCEPT, **origin}, timeout=30)
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == "http://app.example:3000"
+    foreign = httpx.post(served["url"], json=INIT, headers={**ACCEPT, "Origin": "http://evil.example",
+                                                            "Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
+
+
+@pytest.mark.parametrize("origin", ["*", "http://*.example.org", "null", "localhost:3000", "http://app.example/path"])
+def test_an_allowed_origin_that_is_not_one_exact_origin_is_refused_at_start(repo: Path, bridge_home: Path, origin: str) -> None:
+    done = subprocess.run(
+        bridge_command("serve", "--repo", str(repo), "--no-vectors", "--port", "0", "--allowed-origin", origin),
+        capture_output=True, text=True, timeout=120, env=subprocess_env(bridge_home),
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"--allowed-origin {origin!r}" in done.stderr and "e.g. http://localhost:3000" in done.stderr
+
+
 def _innermost(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
@@ -204,19 +237,40 @@ def test_the_fastmcp_cli_lists_and_calls_the_tools(served: dict) -> None:
     assert refused.returncode != 0 and "error" in (refused.stdout + refused.stderr).lower()
 
 
-def test_the_mcp_inspector_cli_lists_the_tools(tmp_path: Path) -> None:
+def test_the_fastmcp_cli_without_the_token_tells_its_user_to_send_it(served: dict) -> None:
+    # fastmcp tries OAuth after a 401; the 404 at /register ends that with the server's hint, not a login flow
+    done = subprocess.run(
+        [_fastmcp(), "list", served["url"], "--json"], capture_output=True, text=True, timeout=120,
+        env={**subprocess_env(Path(served["root"]).parent / "home"), "COLUMNS": "400"},
+    )
+    assert done.returncode != 0
+    assert "send the server's token as 'Authorization: Bearer TOKEN'" in done.stdout + done.stderr
+
+
+def _inspector(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
     npx = shutil.which("npx")
     if npx is None:
         pytest.skip("npx (Node.js) is not installed, so the MCP Inspector CLI cannot run")
+    done = subprocess.run(
+        [npx, "-y", "@modelcontextprotocol/inspector", "--cli", url, "--transport", "http", "--method", "tools/list", *extra],
+        capture_output=True, text=True, timeout=420,
+    )
+    if done.returncode != 0 and any(s in done.stderr for s in ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED registry", "npm error network")):
+        pytest.skip(f"the MCP Inspector could not be downloaded from npm: {done.stderr.strip()[:200]}")
+    return done
+
+
+def test_the_mcp_inspector_cli_without_the_token_shows_the_servers_hint(served: dict) -> None:
+    done = _inspector(served["url"])
+    assert done.returncode != 0
+    assert "missing token: send the server's token as 'Authorization: Bearer TOKEN'" in done.stdout + done.stderr
+
+
+def test_the_mcp_inspector_cli_lists_the_tools(tmp_path: Path) -> None:
     root = make_repo(tmp_path / "demo")
     # The Inspector that Node 20 gets (0.15) cannot send headers, so this server runs without a token.
     with bridge_serve(["--repo", str(root), "--no-vectors", "--audit-log", "off"], subprocess_env(tmp_path / "home")) as served:
-        done = subprocess.run(
-            [npx, "-y", "@modelcontextprotocol/inspector", "--cli", served.url, "--transport", "http", "--method", "tools/list"],
-            capture_output=True, text=True, timeout=420,
-        )
-    if done.returncode != 0 and any(s in done.stderr for s in ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED registry", "npm error network")):
-        pytest.skip(f"the MCP Inspector could not be downloaded from npm: {done.stderr.strip()[:200]}")
+        done = _inspector(served.url)
     assert done.returncode == 0, done.stderr
     names = {t["name"] for t in json.loads(done.stdout)["tools"]}
     assert names == {"search_code", "read_file", "list_files", "outline", "index_status", "refresh_index", "list_repos"}
@@ -282,8 +336,8 @@ def test_sigterm_stops_the_stdio_server_as_ctrl_c_does(repo: Path, bridge_home: 
     proc.stdin.flush()
     assert json.loads(proc.stdout.readline())["id"] == 1  # serving
     proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 128 + signal.SIGTERM  # with stdin still open: the host has not hung up
     _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 128 + signal.SIGTERM
     assert "leaked" not in stderr and "Traceback" not in stderr, stderr
 
 def test_start_background_serves_in_process_until_stopped(repo: Path, bridge_home: Path) -> None:

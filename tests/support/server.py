@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 FILES = {
     "src/config.py": (
@@ -47,6 +53,46 @@ def make_repo(root: Path) -> Path:
 
 def bridge_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "bridge", *args]
+
+
+@dataclass
+class Served:
+    url: str
+    proc: subprocess.Popen
+    stderr: list[str]
+    stdout: str = ""
+
+
+@contextmanager
+def bridge_serve(args: list[str], env: dict[str, str]) -> Iterator[Served]:
+    """Start `bridge serve ... --port 0`, wait for the URL it prints, stop it afterwards."""
+    proc = subprocess.Popen(
+        bridge_command("serve", *args, "--port", "0"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
+    url = None
+    for line in proc.stderr:  # ends when the process exits
+        lines.append(line)
+        if line.startswith("MCP endpoint: "):
+            url = line.split(": ", 1)[1].strip()
+            break
+    drain = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    drain.start()
+    served = Served(url or "", proc, lines)
+    try:
+        if url is None:
+            proc.wait(10)
+            pytest.fail("bridge serve did not start:\n" + "".join(lines))
+        yield served
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        drain.join(10)
+        served.stdout = proc.stdout.read()
+        proc.stdout.close()
+        proc.stderr.close()
 
 
 def subprocess_env(home: Path, **extra: str) -> dict[str, str]:
