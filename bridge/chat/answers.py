@@ -14,6 +14,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bridge.chat.grounding import Grounded
 
 __all__ = [
     "LOOP_N",
@@ -147,34 +151,52 @@ class Answer:
     looped: bool  # generation was stopped because the model began repeating itself
     usable: bool  # False: the text is a notice plus the best retrieved snippet, not the model's
     citations: CitationCheck  # of model_text against the retrieved sources
+    grounding: Grounded | None = None  # what grounding withheld from model_text (None: a free answer)
+
+    @property
+    def shown_model_text(self) -> str:
+        """The model's words as shown: model_text less what grounding withheld."""
+        return self.grounding.text if self.grounding is not None else self.model_text
 
 
 def _unique(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def finish_answer(model_text: str, sources: Sequence[Span], *, looped: bool, best: str | None) -> Answer:
+def finish_answer(
+    model_text: str, sources: Sequence[Span], *, looped: bool, best: str | None, grounded: Grounded | None = None
+) -> Answer:
     """Turn the model's text into the answer shown: flag unknown citations, end with the sources it cites.
 
     `best` is the top retrieved snippet as it was shown to the model; when the model wrote nothing
-    usable the answer says so and shows that snippet instead.
+    usable the answer says so and shows that snippet instead. `grounded` (bridge.chat.grounding) is
+    model_text with unbacked code and citations withheld: it is shown instead, with one line saying
+    what was withheld.
     """
     text = model_text.strip()
     check = check_citations(text, sources)
-    if len(_WORD.findall(text)) < MIN_WORDS:
-        reason = "it began repeating itself at once" if looped else "it wrote almost nothing"
-        shown = f"The model produced no usable answer ({reason})."
-        shown += f" The best retrieved snippet:\n{best.strip()}" if best else " Nothing was retrieved either."
-        return Answer(shown, text, looped, False, check)
-    parts = [text]
+    shown = grounded.text.strip() if grounded is not None else text
+    if len(_WORD.findall(shown)) < MIN_WORDS:
+        if len(_WORD.findall(text)) >= MIN_WORDS:
+            reason = "all it wrote was code or citations not found in the retrieved sources, withheld"
+        else:
+            reason = "it began repeating itself at once" if looped else "it wrote almost nothing"
+        message = f"The model produced no usable answer ({reason})."
+        message += f" The best retrieved snippet:\n{best.strip()}" if best else " Nothing was retrieved either."
+        return Answer(message, text, looped, False, check, grounded)
+    parts = [shown]
     if looped:
         parts.append("[stopped: the model began repeating itself; the repetition is cut]")
-    if check.unknown:
+    if grounded is not None:
+        if grounded.withheld:
+            parts.append(grounded.note)
+    elif check.unknown:
         parts.append("Not among the retrieved sources: " + ", ".join(_unique([c.text for c in check.unknown])))
-    relied = _unique([s.citation for c in check.valid for s in sources if _matches(c.span, s)])
+    valid = check.valid if grounded is None else check_citations(shown, sources).valid
+    relied = _unique([s.citation for c in valid for s in sources if _matches(c.span, s)])
     if relied:
-        if not text.splitlines()[-1].startswith("Sources: "):  # else the model already ended with them
+        if not shown.splitlines()[-1].startswith("Sources: "):  # else the model already ended with them
             parts.append("Sources: " + ", ".join(relied))
     elif sources:
         parts.append("Sources (retrieved; the answer cites none): " + ", ".join(s.citation for s in sources[:3]))
-    return Answer("\n\n".join(parts), text, looped, True, check)
+    return Answer("\n\n".join(parts), text, looped, True, check, grounded)
