@@ -176,7 +176,9 @@ def finish_answer(
     text = model_text.strip()
     check = check_citations(text, sources)
     shown = grounded.text.strip() if grounded is not None else text
-    if len(_WORD.findall(shown)) < MIN_WORDS:
+    # Grounded, a Sources line alone (the one picked under the grammar) is no answer either.
+    said = "\n".join(line for line in shown.splitlines() if not line.startswith("Sources: ")) if grounded else shown
+    if len(_WORD.findall(said)) < MIN_WORDS:
         if len(_WORD.findall(text)) >= MIN_WORDS:
             reason = "all it wrote was code or citations not found in the retrieved sources, withheld"
         else:

@@ -128,3 +128,9 @@ def test_an_answer_that_was_all_invented_code_shows_the_best_snippet_instead() -
     assert not answer.usable
     assert answer.text.startswith("The model produced no usable answer (all it wrote was code or citations not found")
     assert answer.text.endswith("[x.py:1-2]\nbest")
+
+
+def test_a_grounded_answer_of_nothing_but_a_sources_line_is_no_answer() -> None:
+    text = "```python\ndef fetch_snippet(index):\n    return index.fetch(all=True)\n```\n\nSources: bridge/chat/budget.py:184-190"
+    answer = finish_answer(text, SOURCES, looped=False, best="[x.py:1-2]\nbest", grounded=ground(text, SOURCES, [SNIPPET]))
+    assert not answer.usable and answer.text.endswith("[x.py:1-2]\nbest")
