@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
 from bridge.cli.common import MilvusOpt, MilvusTokenOpt, console, emit_json, fail, milvus_token, read_query, resolve_index
@@ -334,7 +335,7 @@ def _repl(session: Any, show_budget: bool) -> None:
             try:
                 turn = session.ask(line, on_token=_stream, on_plan=on_plan)
             except BridgeError as exc:
-                console.print(f"[bold red]error:[/] {exc}", markup=True)
+                console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
                 continue
             except KeyboardInterrupt:
                 console.print("\n(interrupted; this turn is not kept)")

@@ -73,7 +73,7 @@ def index_cmd(
     root, where = path.resolve(), resolve_index(path, index_dir)[1]
     spec = None if no_vectors else _embedder_spec(embedder)
     if spec is None and not no_vectors and not json_out:
-        console.print(f"vectors: skipped, {NO_DENSE}")
+        console.print(f"vectors: skipped, {NO_DENSE}", markup=False)
     options = BuildOptions(
         selection=Selection(max_file_bytes=max_file_bytes, exclude=tuple(exclude), include=tuple(include)),
         embedder=spec,
