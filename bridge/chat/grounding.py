@@ -8,8 +8,9 @@ on, the answer shows only what the snippets back. The rules (bench/answer_bench.
   (`def`, `class`, `import`, `return`, an assignment, a bare call, ...) or is indented four spaces;
   lines without a letter or digit (`}`, `...`) are not counted;
 - a code line is grounded when, with whitespace collapsed, it equals a line of a retrieved snippet;
-- a fenced block is shown only when all its code lines are grounded, else it is withheld whole; a code
-  line outside fences is withheld alone;
+- a fenced block is shown up to its first code line that is not grounded (the lines the model copied;
+  the block is closed there) and withheld whole when that is its first code line; a code line outside
+  fences is withheld alone;
 - a citation that matches no retrieved source (bridge.chat.answers) is cut out of its line, and a line
   left with fewer than two words by that is dropped.
 
@@ -114,9 +115,9 @@ def _plural(n: int, word: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Grounded:
     text: str  # the model's text as shown: withheld code and citations taken out
-    withheld_blocks: int  # fenced code blocks left out whole
+    withheld_blocks: int  # fenced code blocks left out whole (their first code line is in no snippet)
     withheld_block_lines: int  # the code lines in them
-    withheld_lines: int  # code lines outside fences left out
+    withheld_lines: int  # other code lines left out: outside fences, and the rest of a block after such a line
     withheld_citations: int  # citations of sources that were not retrieved, cut out
 
     @property
@@ -126,10 +127,10 @@ class Grounded:
     @property
     def note(self) -> str:
         """One line that says what was withheld ('' when nothing was)."""
-        code = [_plural(n, word) for n, word in ((self.withheld_blocks, "code block"), (self.withheld_lines, "code line")) if n]
+        code = [_plural(n, word) for n, word in ((self.withheld_blocks, "block"), (self.withheld_lines, "line")) if n]
         parts = []
         if code:
-            parts.append(" and ".join(code) + " not found in the retrieved sources")
+            parts.append(f"code not found in the retrieved sources ({', '.join(code)})")
         if self.withheld_citations:
             parts.append(_plural(self.withheld_citations, "citation") + " of a source that was not retrieved")
         return f"[withheld: {'; '.join(parts)}]" if parts else ""
@@ -186,14 +187,22 @@ class Grounder:
         return self._shown_line(self._without_unknown_citations(line))
 
     def _close_block(self, closing: str) -> str | None:
+        """The block up to its first code line found in no snippet (the lines the model copied), closed
+        again; nothing when even its first code line is not found."""
         assert self._block is not None
         block, self._block = self._block, None
-        code = [line for line in block[1:] if _counts(line)]
-        if all(_norm(line) in self.known for line in code):
-            return "".join(self._shown_line(line) or "" for line in [*block, closing])
-        self.withheld_blocks += 1
-        self.withheld_block_lines += len(code)
-        return None
+        body = block[1:]
+        cut = next((i for i, line in enumerate(body) if _counts(line) and _norm(line) not in self.known), len(body))
+        kept, rest = body[:cut], body[cut:]
+        while kept and not kept[-1].strip():
+            kept.pop()
+        hidden = sum(_counts(line) for line in rest)
+        if not any(_counts(line) for line in kept):
+            self.withheld_blocks += 1
+            self.withheld_block_lines += hidden
+            return None
+        self.withheld_lines += hidden
+        return "".join(self._shown_line(line) or "" for line in [block[0], *kept, closing])
 
     def _without_unknown_citations(self, line: str) -> str | None:
         unknown = check_citations(line, self.sources).unknown

@@ -69,7 +69,7 @@ def test_a_small_model_never_streams_or_shows_code_or_citations_the_sources_lack
     for shown in (streamed, turn.answer):  # type: ignore[attr-defined]
         assert "fetch_settings" not in shown and "bridge/test.py" not in shown
     assert streamed.startswith("The settings are read by parse_config (see src/config.py:")
-    assert "[withheld: 1 code block not found in the retrieved sources; 1 citation of a source that was not retrieved]" \
+    assert "[withheld: code not found in the retrieved sources (1 block); 1 citation of a source that was not retrieved]" \
         in turn.answer  # type: ignore[attr-defined]
     assert "It splits each line at the first equals sign." in turn.answer  # type: ignore[attr-defined]
 
@@ -89,7 +89,7 @@ def test_the_ask_report_says_what_grounding_withheld(retriever: McpRetriever) ->
     assert grounding == {
         "mode": "grounded", "withheld_code_blocks": 1, "withheld_block_lines": 2, "withheld_code_lines": 0,
         "withheld_citations": 1,
-        "note": "[withheld: 1 code block not found in the retrieved sources; 1 citation of a source that was not retrieved]",
+        "note": "[withheld: code not found in the retrieved sources (1 block); 1 citation of a source that was not retrieved]",
     }
 
 

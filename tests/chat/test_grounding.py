@@ -38,7 +38,7 @@ def test_an_invented_code_block_and_a_citation_of_an_unretrieved_file_are_withhe
     assert g.text.startswith("The planner keeps the snippets that fit (see bridge/chat/budget.py:184-190).")
     assert "It calls fetch_snippet for each one, as in." in g.text
     assert (g.withheld_blocks, g.withheld_block_lines, g.withheld_citations) == (1, 2, 2)
-    assert g.note == "[withheld: 1 code block not found in the retrieved sources; 2 citations of a source that was not retrieved]"
+    assert g.note == "[withheld: code not found in the retrieved sources (1 block); 2 citations of a source that was not retrieved]"
 
 
 def test_a_code_block_copied_from_a_snippet_is_shown_as_written() -> None:
@@ -48,11 +48,18 @@ def test_a_code_block_copied_from_a_snippet_is_shown_as_written() -> None:
     assert not g.withheld and g.note == ""
 
 
-def test_one_invented_line_withholds_its_whole_block() -> None:
-    text = "Here:\n```\nkept = []\nkept.sort(key=len)\nreturn kept\n```\n"
+def test_a_block_is_shown_up_to_its_first_line_found_in_no_snippet() -> None:
+    text = "Here:\n```\nkept = []\n\nkept.sort(key=len)\nreturn kept\n```\nThat was all of it."
     g = ground(text, SOURCES, [SNIPPET])
-    assert "```" not in g.text and "kept = []" not in g.text
-    assert (g.withheld_blocks, g.withheld_block_lines) == (1, 3)
+    assert g.text == "Here:\n```\nkept = []\n```\nThat was all of it."
+    assert (g.withheld_blocks, g.withheld_lines) == (0, 2)
+    assert g.note == "[withheld: code not found in the retrieved sources (2 lines)]"
+
+
+def test_a_block_whose_first_line_is_in_no_snippet_is_withheld_whole() -> None:
+    g = ground("Here:\n```\nkept.sort(key=len)\nkept = []\n```\n", SOURCES, [SNIPPET])
+    assert g.text == "Here:"
+    assert (g.withheld_blocks, g.withheld_block_lines) == (1, 2)
 
 
 def test_code_lines_outside_fences_are_withheld_one_by_one_and_prose_is_kept() -> None:
@@ -60,7 +67,7 @@ def test_code_lines_outside_fences_are_withheld_one_by_one_and_prose_is_kept() -
     g = ground(text, SOURCES, [SNIPPET])
     assert g.text == "The function plan_prompt keeps what fits.\n    return kept\nThat is all it does."
     assert g.withheld_lines == 1
-    assert g.note == "[withheld: 1 code line not found in the retrieved sources]"
+    assert g.note == "[withheld: code not found in the retrieved sources (1 line)]"
 
 
 def test_whitespace_does_not_decide_whether_a_line_is_in_a_snippet() -> None:
