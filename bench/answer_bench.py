@@ -157,6 +157,7 @@ def ask_retrieval(session: ChatSession, q: Question) -> Scored:
 
 def ask_full(runtime: Runtime, settings: Settings, context: tuple[str, tuple[Span, ...]], q: Question) -> Scored:
     text, spans = context
+    small = grounds(settings.grounding, getattr(getattr(runtime, "facts", None), "parameters", None))
     messages = [Message("system", system_prompt()), Message("user", text + render_question(q.query))]
     guard = LoopGuard()
     start = time.perf_counter()
@@ -166,10 +167,11 @@ def ask_full(runtime: Runtime, settings: Settings, context: tuple[str, tuple[Spa
     looped = guard.cut is not None
     kept = guard.kept() if looped else generation.text
     picked = pick_sources(runtime, messages, kept, spans)
+    grounded = ground(kept, spans, [text]) if small else None  # before the picked line, as the product does
     if picked:
         kept = f"{kept.rstrip()}\n\nSources: {picked}"
-    facts = getattr(runtime, "facts", None)
-    grounded = ground(kept, spans, [text]) if grounds(settings.grounding, getattr(facts, "parameters", None)) else None
+        if grounded is not None:
+            grounded = replace(grounded, text=f"{grounded.text}\n\nSources: {picked}")
     seconds = time.perf_counter() - start
     answer = finish_answer(kept, spans, looped=looped, best=None, grounded=grounded)
     return score(q, "full", answer, spans, generation, seconds, picked is not None, [text])

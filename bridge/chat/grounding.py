@@ -197,6 +197,8 @@ class Grounder:
         while kept and not kept[-1].strip():
             kept.pop()
         hidden = sum(_counts(line) for line in rest)
+        if not hidden and not any(_counts(line) for line in kept):  # an empty block: nothing to show or withhold
+            return None
         if not any(_counts(line) for line in kept):
             self.withheld_blocks += 1
             self.withheld_block_lines += hidden

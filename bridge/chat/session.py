@@ -216,9 +216,12 @@ class ChatSession:
         best = plan.snippets[0].text if plan.snippets else None
         text = guard.kept() if looped else generation.text
         picked = pick_sources(self.runtime, messages, text, spans)
+        # Grounded before the picked Sources line joins it: a fence the model left open must not swallow the line.
+        grounded = ground(text, spans, codes) if self.grounded else None
         if picked:
             text = f"{text.rstrip()}\n\nSources: {picked}"
-        grounded = ground(text, spans, codes) if self.grounded else None
+            if grounded is not None:
+                grounded = replace(grounded, text=f"{grounded.text}\n\nSources: {picked}")
         checked = finish_answer(text, spans, looped=looped, best=best, grounded=grounded)
         end = time.perf_counter()  # the grammar-picked Sources line is part of the answer's time
         # An unusable reply stays out of the history: the model would copy it, or the snippet shown instead.

@@ -33,9 +33,10 @@ INVENTED = (
 class InventingRuntime(FakeRuntime):
     """A fake of `parameters` weights that answers with INVENTED, a few characters per piece."""
 
-    def __init__(self, parameters: int | None) -> None:
+    def __init__(self, parameters: int | None, answer: str = INVENTED) -> None:
         super().__init__()
         self.facts = dataclasses.replace(FAKE_FACTS, parameters=parameters)
+        self.answer = answer
 
     def generate(
         self, messages: Sequence[Message], *, max_tokens: int, decoding: Decoding = GREEDY,
@@ -43,7 +44,7 @@ class InventingRuntime(FakeRuntime):
     ) -> Generation:
         self.calls.append((tuple(messages), max_tokens))
         cited = messages[-1].content[1 : messages[-1].content.index("]")]
-        text = INVENTED.format(cited=cited)
+        text = self.answer.format(cited=cited)
         for i in range(0, len(text), 4):
             if on_token is not None:
                 on_token(text[i : i + 4])
@@ -110,3 +111,10 @@ def test_bridge_ask_with_a_small_model_shows_the_sources_and_their_first_lines_b
     assert "fetch_settings" not in result.stdout and "bridge/test.py" not in result.stdout
     assert result.stdout.startswith("The settings are read by parse_config (see src/config.py:")
     assert result.stdout.count("[withheld:") == 1
+
+
+def test_the_sources_line_picked_under_the_grammar_survives_a_fence_the_model_left_open(retriever: McpRetriever) -> None:
+    runtime = InventingRuntime(134_515_008, answer="It reads the settings file with parse_config here.\n```\n")
+    turn = ChatSession(runtime, retriever, Settings(mode="lexical")).ask("parse_config settings")
+    assert turn.picked
+    assert turn.answer == f"It reads the settings file with parse_config here.\n\nSources: {turn.picked}"
