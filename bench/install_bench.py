@@ -56,9 +56,21 @@ def size_mb(folder: Path) -> float:
     return round(total / 2**20, 1)
 
 
+def clean_env() -> dict[str, str]:
+    """The environment without PYTHONPATH: a checkout on it would look like an installed project to pip."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def build_wheel(where: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(where), str(REPO)],
-                   check=True, capture_output=True)
+    """The wheel, built from a copy of the tracked files (a build writes *.egg-info into its source)."""
+    source = where / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode()
+    for name in filter(None, tracked.split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(where), str(source)],
+                   check=True, capture_output=True, env=clean_env())
     wheel, = where.glob("mcp_retrieval_bridge-*.whl")
     return wheel
 
@@ -74,7 +86,7 @@ def install(venv: Path, wheel: Path) -> tuple[float, str]:
     start = time.perf_counter()
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-v", "--disable-pip-version-check", "--only-binary", ":all:",
-         str(wheel)], capture_output=True, text=True, check=False,
+         str(wheel)], capture_output=True, text=True, check=False, env=clean_env(),
     )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
@@ -83,7 +95,7 @@ def install(venv: Path, wheel: Path) -> tuple[float, str]:
 
 
 def works(venv: Path) -> bool:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = clean_env()
     bridge = str(venv / "bin" / "bridge")
     return all(
         subprocess.run(command, capture_output=True, env=env, check=False, timeout=120).returncode == 0
@@ -99,7 +111,7 @@ def built_from_source(log: str) -> list[str]:
 
 def installed(venv: Path) -> list[str]:
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, env=clean_env())
     return done.stdout.split()
 
 

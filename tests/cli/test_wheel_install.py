@@ -22,7 +22,17 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 def _source_copy(target: Path) -> Path:
     """The working tree without what is not part of a source tree, so building writes nothing into it."""
-    skip = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "out")
+    top = {".git", ".venv", "build", "dist", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+
+    def skip(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder).resolve()
+        left = {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
+        if here == ROOT:
+            left |= top & set(names)
+        if here == ROOT / "bench":
+            left |= {"out"} & set(names)
+        return left
+
     shutil.copytree(ROOT, target, ignore=skip, symlinks=True)
     return target
 
@@ -38,7 +48,7 @@ def _run(*command: str | Path, env: dict[str, str] | None = None, timeout: int =
 def test_the_wheel_installs_without_extras_and_indexes_searches_and_serves(tmp_path: Path) -> None:
     source = _source_copy(tmp_path / "source")
     dist = tmp_path / "dist"
-    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", dist, source)
+    _run(sys.executable, "-m", "build", "--outdir", dist, source)
     wheel, = dist.glob("*.whl")
     sdist, = dist.glob("*.tar.gz")
     names = zipfile.ZipFile(wheel).namelist()
@@ -48,16 +58,18 @@ def test_the_wheel_installs_without_extras_and_indexes_searches_and_serves(tmp_p
     assert any(n.endswith("/prompts/system.txt") for n in sdist_names)
     assert any(n.endswith("/index/ranker.json") for n in sdist_names)
 
+    # Nothing of this checkout on the path: pip and bridge see only the fresh virtualenv.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
+    env.update(BRIDGE_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", venv)
     # Binary wheels only: an install that needed a compiler would fail here instead of building.
-    _run(venv / "bin" / "python", "-m", "pip", "install", "-q", "--only-binary", ":all:", wheel, timeout=600)
-    installed = _run(venv / "bin" / "python", "-m", "pip", "list", "--format=freeze")
+    _run(venv / "bin" / "python", "-m", "pip", "install", "-q", "--only-binary", ":all:", wheel, env=env, timeout=600)
+    installed = _run(venv / "bin" / "python", "-m", "pip", "list", "--format=freeze", env=env)
+    assert "\nmcp-retrieval-bridge==0.1.0" in f"\n{installed}".replace("_", "-")
     for heavy in ("torch", "llama_cpp_python", "llama-cpp-python", "openvino", "pymilvus", "onnxruntime", "faiss-cpu"):
         assert f"\n{heavy}==" not in f"\n{installed}", heavy
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
-    env.update(BRIDGE_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
     bridge = venv / "bin" / "bridge"
     repo = make_repo(tmp_path / "demo")
     index = tmp_path / "index"
