@@ -86,24 +86,22 @@ def test_the_wheel_installs_without_extras_and_indexes_searches_and_serves(tmp_p
         "or pass --llm-url URL of an OpenAI-compatible server"
     )
 
-    proc = subprocess.Popen(
-        [str(bridge), "serve", "--stdio", "--repo", str(repo), "--index-dir", str(index), "--audit-log", "off"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        proc.stdin.write(json.dumps(INIT) + "\n")
-        proc.stdin.flush()
-        assert json.loads(proc.stdout.readline())["result"]["serverInfo"]
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n")
-        proc.stdin.flush()
-        listed = json.loads(proc.stdout.readline())
-        assert listed["id"] == 2
-        assert "search_code" in {t["name"] for t in listed["result"]["tools"]}
-        proc.stdin.close()
-        assert proc.wait(60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+    serve = [str(bridge), "serve", "--stdio", "--repo", str(repo), "--index-dir", str(index), "--audit-log", "off"]
+    with subprocess.Popen(serve, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          env=env) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(INIT) + "\n")
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["result"]["serverInfo"]
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n")
+            proc.stdin.flush()
+            listed = json.loads(proc.stdout.readline())
+            assert listed["id"] == 2
+            assert "search_code" in {t["name"] for t in listed["result"]["tools"]}
+            proc.stdin.close()
+            assert proc.wait(60) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
