@@ -23,8 +23,9 @@ pip install --no-compile torch==2.13.0 ".[all,test]"
   echo "# Pins for scripts/setup.sh and CI (pip install -c constraints.txt ...). Refresh: bash scripts/lock.sh"
   echo "# Resolved $(date -u +%Y-%m-%d) for Python $("$scratch/venv/bin/python" -c 'import sys; print(*sys.version_info[:2], sep=".")')."
   # Local version labels (torch 2.13.0+cpu) are dropped: ==2.13.0 matches the CPU build and any index's.
-  # `pip list --format=freeze` prints name==version even for the llama wheel installed from a file.
-  pip list --format=freeze --exclude mcp-retrieval-bridge --exclude pip --exclude setuptools --exclude wheel | sed -E 's/^([^=]+==[^+]+)\+.*$/\1/' | LC_ALL=C sort -f
+  # `pip list --format=freeze` prints name==version even for the llama wheel installed from a file (not -q: that hides it).
+  "$scratch/venv/bin/python" -m pip list --format=freeze --exclude mcp-retrieval-bridge --exclude pip \
+    --exclude setuptools --exclude wheel | sed -E 's/^([^=]+==[^+]+)\+.*$/\1/' | LC_ALL=C sort -f
 } >constraints.txt.new
 mv constraints.txt.new constraints.txt
 echo "wrote constraints.txt ($(grep -vc '^#' constraints.txt) packages)" >&2

@@ -14,10 +14,6 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from bridge.chat.grounding import Grounded
 
 __all__ = [
     "LOOP_N",
@@ -26,6 +22,7 @@ __all__ = [
     "Answer",
     "Citation",
     "CitationCheck",
+    "Grounded",
     "LoopGuard",
     "Span",
     "check_citations",
@@ -142,6 +139,36 @@ def check_citations(text: str, sources: Sequence[Span]) -> CitationCheck:
     for citation in find_citations(text):
         (valid if any(_matches(citation.span, s) for s in sources) else unknown).append(citation)
     return CitationCheck(tuple(valid), tuple(unknown))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+@dataclass(frozen=True, slots=True)
+class Grounded:
+    """The model's text with what bridge.chat.grounding withheld taken out, and counts of it."""
+
+    text: str  # the model's text as shown: withheld code and citations taken out
+    withheld_blocks: int  # fenced code blocks left out whole (their first code line is in no snippet)
+    withheld_block_lines: int  # the code lines in them
+    withheld_lines: int  # other code lines left out: outside fences, and the rest of a block after such a line
+    withheld_citations: int  # citations of sources that were not retrieved, cut out
+
+    @property
+    def withheld(self) -> bool:
+        return bool(self.withheld_blocks or self.withheld_lines or self.withheld_citations)
+
+    @property
+    def note(self) -> str:
+        """One line that says what was withheld ('' when nothing was)."""
+        code = [_plural(n, word) for n, word in ((self.withheld_blocks, "block"), (self.withheld_lines, "line")) if n]
+        parts = []
+        if code:
+            parts.append(f"code not found in the retrieved sources ({', '.join(code)})")
+        if self.withheld_citations:
+            parts.append(_plural(self.withheld_citations, "citation") + " of a source that was not retrieved")
+        return f"[withheld: {'; '.join(parts)}]" if parts else ""
 
 
 @dataclass(frozen=True, slots=True)

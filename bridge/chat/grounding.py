@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
-from bridge.chat.answers import Span, check_citations
+from bridge.chat.answers import Grounded, Span, check_citations
 
 __all__ = [
     "GROUNDINGS",
@@ -106,34 +105,6 @@ def ungrounded_code_lines(text: str, snippets: Sequence[str]) -> int:
     """How many code lines of `text` are found in none of the snippets."""
     known = _snippet_lines(snippets)
     return sum(_norm(line) not in known for line in code_lines(text))
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-@dataclass(frozen=True, slots=True)
-class Grounded:
-    text: str  # the model's text as shown: withheld code and citations taken out
-    withheld_blocks: int  # fenced code blocks left out whole (their first code line is in no snippet)
-    withheld_block_lines: int  # the code lines in them
-    withheld_lines: int  # other code lines left out: outside fences, and the rest of a block after such a line
-    withheld_citations: int  # citations of sources that were not retrieved, cut out
-
-    @property
-    def withheld(self) -> bool:
-        return bool(self.withheld_blocks or self.withheld_lines or self.withheld_citations)
-
-    @property
-    def note(self) -> str:
-        """One line that says what was withheld ('' when nothing was)."""
-        code = [_plural(n, word) for n, word in ((self.withheld_blocks, "block"), (self.withheld_lines, "line")) if n]
-        parts = []
-        if code:
-            parts.append(f"code not found in the retrieved sources ({', '.join(code)})")
-        if self.withheld_citations:
-            parts.append(_plural(self.withheld_citations, "citation") + " of a source that was not retrieved")
-        return f"[withheld: {'; '.join(parts)}]" if parts else ""
 
 
 class Grounder:
