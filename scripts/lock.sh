@@ -15,10 +15,13 @@ trap 'rm -rf "$scratch"' EXIT
 wheels=${BRIDGE_WHEELS:-$HOME/.cache/mcp-retrieval-bridge/wheels}/llama-$(bash scripts/setup.sh --print-backend | cut -d' ' -f1)
 ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1 || bash scripts/setup.sh chat
 
+# Installed from a copy of the tracked files (as they are now): a build writes build/ and *.egg-info into its source.
+mkdir "$scratch/src"
+git ls-files -z | xargs -0 cp --parents -t "$scratch/src"
 "$python" -m venv "$scratch/venv"
 pip() { "$scratch/venv/bin/python" -m pip -q --disable-pip-version-check "$@"; }
 pip install --no-compile --no-deps "$wheels"/llama_cpp_python-*.whl
-pip install --no-compile torch==2.13.0 ".[all,test]"
+pip install --no-compile torch==2.13.0 "$scratch/src[all,test]"
 {
   echo "# Pins for scripts/setup.sh and CI (pip install -c constraints.txt ...). Refresh: bash scripts/lock.sh"
   echo "# Resolved $(date -u +%Y-%m-%d) for Python $("$scratch/venv/bin/python" -c 'import sys; print(*sys.version_info[:2], sep=".")')."
