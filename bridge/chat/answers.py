@@ -22,6 +22,7 @@ __all__ = [
     "Answer",
     "Citation",
     "CitationCheck",
+    "Grounded",
     "LoopGuard",
     "Span",
     "check_citations",
@@ -140,6 +141,36 @@ def check_citations(text: str, sources: Sequence[Span]) -> CitationCheck:
     return CitationCheck(tuple(valid), tuple(unknown))
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+@dataclass(frozen=True, slots=True)
+class Grounded:
+    """The model's text with what bridge.chat.grounding withheld taken out, and counts of it."""
+
+    text: str  # the model's text as shown: withheld code and citations taken out
+    withheld_blocks: int  # fenced code blocks left out whole (their first code line is in no snippet)
+    withheld_block_lines: int  # the code lines in them
+    withheld_lines: int  # other code lines left out: outside fences, and the rest of a block after such a line
+    withheld_citations: int  # citations of sources that were not retrieved, cut out
+
+    @property
+    def withheld(self) -> bool:
+        return bool(self.withheld_blocks or self.withheld_lines or self.withheld_citations)
+
+    @property
+    def note(self) -> str:
+        """One line that says what was withheld ('' when nothing was)."""
+        code = [_plural(n, word) for n, word in ((self.withheld_blocks, "block"), (self.withheld_lines, "line")) if n]
+        parts = []
+        if code:
+            parts.append(f"code not found in the retrieved sources ({', '.join(code)})")
+        if self.withheld_citations:
+            parts.append(_plural(self.withheld_citations, "citation") + " of a source that was not retrieved")
+        return f"[withheld: {'; '.join(parts)}]" if parts else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     text: str  # what the user reads: the model's words, then notes, then the citations it relies on
@@ -147,34 +178,54 @@ class Answer:
     looped: bool  # generation was stopped because the model began repeating itself
     usable: bool  # False: the text is a notice plus the best retrieved snippet, not the model's
     citations: CitationCheck  # of model_text against the retrieved sources
+    grounding: Grounded | None = None  # what grounding withheld from model_text (None: a free answer)
+
+    @property
+    def shown_model_text(self) -> str:
+        """The model's words as shown: model_text less what grounding withheld."""
+        return self.grounding.text if self.grounding is not None else self.model_text
 
 
 def _unique(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def finish_answer(model_text: str, sources: Sequence[Span], *, looped: bool, best: str | None) -> Answer:
+def finish_answer(
+    model_text: str, sources: Sequence[Span], *, looped: bool, best: str | None, grounded: Grounded | None = None
+) -> Answer:
     """Turn the model's text into the answer shown: flag unknown citations, end with the sources it cites.
 
     `best` is the top retrieved snippet as it was shown to the model; when the model wrote nothing
-    usable the answer says so and shows that snippet instead.
+    usable the answer says so and shows that snippet instead. `grounded` (bridge.chat.grounding) is
+    model_text with unbacked code and citations withheld: it is shown instead, with one line saying
+    what was withheld.
     """
     text = model_text.strip()
     check = check_citations(text, sources)
-    if len(_WORD.findall(text)) < MIN_WORDS:
-        reason = "it began repeating itself at once" if looped else "it wrote almost nothing"
-        shown = f"The model produced no usable answer ({reason})."
-        shown += f" The best retrieved snippet:\n{best.strip()}" if best else " Nothing was retrieved either."
-        return Answer(shown, text, looped, False, check)
-    parts = [text]
+    shown = grounded.text.strip() if grounded is not None else text
+    # Grounded, a Sources line alone (the one picked under the grammar) is no answer either.
+    said = "\n".join(line for line in shown.splitlines() if not line.startswith("Sources: ")) if grounded else shown
+    if len(_WORD.findall(said)) < MIN_WORDS:
+        if len(_WORD.findall(text)) >= MIN_WORDS:
+            reason = "all it wrote was code or citations not found in the retrieved sources, withheld"
+        else:
+            reason = "it began repeating itself at once" if looped else "it wrote almost nothing"
+        message = f"The model produced no usable answer ({reason})."
+        message += f" The best retrieved snippet:\n{best.strip()}" if best else " Nothing was retrieved either."
+        return Answer(message, text, looped, False, check, grounded)
+    parts = [shown]
     if looped:
         parts.append("[stopped: the model began repeating itself; the repetition is cut]")
-    if check.unknown:
+    if grounded is not None:
+        if grounded.withheld:
+            parts.append(grounded.note)
+    elif check.unknown:
         parts.append("Not among the retrieved sources: " + ", ".join(_unique([c.text for c in check.unknown])))
-    relied = _unique([s.citation for c in check.valid for s in sources if _matches(c.span, s)])
+    valid = check.valid if grounded is None else check_citations(shown, sources).valid
+    relied = _unique([s.citation for c in valid for s in sources if _matches(c.span, s)])
     if relied:
-        if not text.splitlines()[-1].startswith("Sources: "):  # else the model already ended with them
+        if not shown.splitlines()[-1].startswith("Sources: "):  # else the model already ended with them
             parts.append("Sources: " + ", ".join(relied))
     elif sources:
         parts.append("Sources (retrieved; the answer cites none): " + ", ".join(s.citation for s in sources[:3]))
-    return Answer("\n\n".join(parts), text, looped, True, check)
+    return Answer("\n\n".join(parts), text, looped, True, check, grounded)

@@ -40,6 +40,7 @@ class Snippet:
     end_line: int
     text: str
     score: float = 0.0
+    code: str = ""  # the lines themselves, as indexed (`text` wraps them in the snippet template)
 
     @property
     def citation(self) -> str:

@@ -39,7 +39,7 @@ def render_snippet(
 ) -> Snippet:
     citation = f"{path}:{start_line}-{end_line}"
     block = _format("snippet.txt", citation=citation, language=language or "", text=text.rstrip("\n"))
-    return Snippet(path=path, start_line=start_line, end_line=end_line, text=block, score=score)
+    return Snippet(path=path, start_line=start_line, end_line=end_line, text=block, score=score, code=text)
 
 
 def snippet_from_hit(hit: Hit) -> Snippet:

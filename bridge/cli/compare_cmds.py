@@ -79,6 +79,10 @@ def compare_cmd(
         fail("pass either --model or --preset, not both", code=2)
     if cache_type not in CACHE_TYPES:
         fail(f"--cache-type {cache_type!r} is not one of {', '.join(CACHE_TYPES)}", code=2)
+    if plot is not None:
+        from bridge.extras import require
+
+        require("matplotlib", "bridge compare --plot")  # before minutes of measuring, not after
     budget = parse_bytes(kv_budget) if kv_budget else None
     chosen_sizes = _sizes(sizes)
     _, where = resolve_index(repo, index_dir)

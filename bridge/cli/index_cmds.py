@@ -46,8 +46,10 @@ def index_cmd(
     index_dir: Path | None = IndexDirOpt,
     watch: bool = typer.Option(False, "--watch", help="Keep re-indexing changed files until interrupted."),
     no_vectors: bool = typer.Option(False, "--no-vectors", help="Lexical (BM25) only; no embedding."),
-    embedder: str = typer.Option(
-        "minilm", "--embedder", help="minilm (bundled all-MiniLM-L6-v2), static (fast), or a sentence-transformers folder."
+    embedder: str | None = typer.Option(
+        None, "--embedder",
+        help="minilm (bundled all-MiniLM-L6-v2; the default when the dense extra is installed, else BM25 only), "
+             "static (fast), or a sentence-transformers folder.",
     ),
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild from scratch, ignoring the previous index."),
     no_history: bool = typer.Option(False, "--no-history", help="Leave the git history out (no past-commit evidence)."),
@@ -67,9 +69,12 @@ def index_cmd(
     if not path.is_dir():
         fail(f"{path} is a file: pass the folder of the repository to index")
     root, where = path.resolve(), resolve_index(path, index_dir)[1]
+    spec = None if no_vectors else _embedder_spec(embedder)
+    if spec is None and not no_vectors and not json_out:
+        console.print(f"vectors: skipped, {NO_DENSE}", markup=False)
     options = BuildOptions(
         selection=Selection(max_file_bytes=max_file_bytes, exclude=tuple(exclude), include=tuple(include)),
-        embedder=None if no_vectors else _embedder_spec(embedder),
+        embedder=spec,
         rebuild=rebuild,
         history=not no_history,
     )
@@ -80,7 +85,7 @@ def index_cmd(
         return
     with ProgressBars(enabled=not json_out) as bars:
         report = build_index(root, where, options, bars)
-        fill = None if no_vectors else fill_vectors(where, bars)
+        fill = None if spec is None else fill_vectors(where, bars)
     names = _skipped_names(root, options, report)
     if json_out and not watch:
         emit_json({"build": report, "vectors": fill, "skipped_by_name": names})
@@ -119,8 +124,20 @@ def _index_milvus(root: Path, store: MilvusStore, options: BuildOptions, json_ou
         console.print(f"index on {store.location} is up to date: {data['files']} files, {manifest.chunks} chunks")
 
 
-def _embedder_spec(spec: str) -> str:
-    if spec in ("minilm", "minilm-torch", "static", "hash"):
+NO_DENSE = "the dense extra is not installed: BM25 and history only (pip install 'mcp-retrieval-bridge[dense]' adds vectors)"
+
+
+def _embedder_spec(spec: str | None) -> str | None:
+    """The embedder to index with; None (BM25 only) when none was asked for and the dense extra is missing."""
+    from bridge.extras import DENSE_MODULES, installed, require
+
+    if spec is None:
+        return "minilm" if all(installed(m) for m in DENSE_MODULES) else None
+    if spec == "hash":  # the test embedder: no model, but its vectors live in faiss
+        require("faiss", "--embedder hash")
+        return spec
+    require(DENSE_MODULES, f"--embedder {spec}")
+    if spec in ("minilm", "minilm-torch", "static"):
         return spec
     folder = Path(spec).expanduser()
     if not folder.is_dir():

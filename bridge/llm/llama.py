@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import BudgetError, ModelError, RuntimeUnavailable
+from bridge.errors import BudgetError, MissingExtra, ModelError, RuntimeUnavailable
 from bridge.llm.gguf import CACHE_GGML_TYPE, CacheType, ModelFacts, bundled_model_path, choose_n_ctx, read_gguf
 from bridge.llm.runtime import (
     CHATML_TEMPLATE,
@@ -103,9 +103,7 @@ class LlamaCppRuntime:
         try:
             llama_cpp = _import_llama_cpp()
         except ImportError as exc:
-            raise RuntimeUnavailable(
-                "llama-cpp-python is not installed: pip install llama-cpp-python, or pass --llm-url URL"
-            ) from exc
+            raise MissingExtra("the local model (llama.cpp)", "chat", "or pass --llm-url URL") from exc
         supported = llama_cpp.llama_supports_gpu_offload()
         n_gpu, offloaded, gpu_note = resolve_gpu_layers(gpu_layers, self.facts.layers, supported)
         notes = [gpu_note]

