@@ -3,6 +3,7 @@
     python -m bench.edit_sites [QUESTIONS.jsonl] [--corpora DIR] [--mirrors DIR] [--work DIR]
                                [--out-dir DIR] [--repos sympy,flask] [--budgets 300,600,2000] [-k 5]
                                [--modes hybrid,lexical] [--embedder static|minilm]
+                               [--chunk-stage shipped|none|TRAIN_CHUNKS.json]
 
 Runs on the indexes bench/swebench.py keeps (run it once first; this script builds nothing) and asks
 every question exactly as `bridge search` and the MCP `search_code` tool do:
@@ -27,7 +28,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from bench import paths
 from bench.swebench import MAX_QUERY_BYTES, kept_indexes
@@ -35,6 +38,7 @@ from bench.swebench_trees import TreeJob, plan_jobs, prepare_history
 from bridge.measure.evaluate import load_questions
 from index.embed import Embedder, load_embedder
 from index.files import outline, source_file
+from index.rank import CHUNK_FEATURES, ChunkStage
 from index.search import Searcher
 from index.store import default_home
 from index.types import Hit
@@ -42,6 +46,8 @@ from index.types import Hit
 __all__ = ["Answer", "GoldSites", "gold_sites", "measure_job", "summarize"]
 
 DEFAULT_BUDGETS = (300, 600, 2000)
+# The chunk stage a run uses: "shipped", None (no stage), or per repository the weights fitted without it.
+Stage = Literal["shipped"] | dict[str, dict[str, float]] | None
 MEASURES = ("gold_file", "edit_site", "gold_span")
 
 
@@ -101,9 +107,13 @@ def judge(hits: Sequence[Hit], gold: GoldSites) -> Answer:
 
 
 def measure_job(job: TreeJob, index_dir: Path, embedder: Embedder, raw: dict[str, dict[str, Any]], modes: Sequence[str],
-                budgets: Sequence[int], k: int) -> list[dict[str, Any]]:
-    """Every question of one tree, in every mode and budget."""
+                budgets: Sequence[int], k: int, stage: Stage = "shipped") -> list[dict[str, Any]]:
+    """Every question of one tree, in every mode and budget. `stage`: the chunk stage the searches use,
+    "shipped" (index/rank/chunker.json), None (none: the fused order's chunk), or weights by repository."""
     searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES)
+    if stage != "shipped":
+        weights = stage.get(job.repo.split("/")[-1]) if stage is not None else None
+        searcher.chunk_stage = ChunkStage(np.asarray([weights[f] for f in CHUNK_FEATURES]), "held out") if weights else None
     rows = []
     for question in job.questions:
         gold = gold_sites(raw[question.id], job.tree)
@@ -158,6 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)))
     parser.add_argument("--modes", default="hybrid,lexical")
     parser.add_argument("-k", type=int, default=5)
+    parser.add_argument("--chunk-stage", default="shipped",
+                        help="shipped (index/rank/chunker.json), none, or a bench.train_chunks JSON: each repository "
+                        "searched with the weights fitted without it (leave-one-repository-out)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     questions = load_questions(args.questions)
@@ -171,9 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = load_embedder(args.embedder, cache_dir=default_home() / "models")
     budgets = [int(b) for b in args.budgets.split(",")]
     modes = [m for m in args.modes.split(",") if m]
+    stage: Stage = "shipped"
+    if args.chunk_stage == "none":
+        stage = None
+    elif args.chunk_stage != "shipped":
+        stage = json.loads(Path(args.chunk_stage).read_text(encoding="utf-8"))["held_out_weights"]
     rows: list[dict[str, Any]] = []
     for number, job in enumerate(jobs, start=1):
-        rows += measure_job(job, indexes[job.name], embedder, raw, modes, budgets, args.k)
+        rows += measure_job(job, indexes[job.name], embedder, raw, modes, budgets, args.k, stage)
         print(f"{time.perf_counter() - started:7.1f}s [{number}/{len(jobs)}] {job.name}", file=sys.stderr, flush=True)
     summary = summarize(rows)
     command = paths.reproduce("bench.edit_sites", argv).split(": ", 1)[1]

@@ -89,9 +89,11 @@ def report(samples: Sequence[Sample], l2: float) -> tuple[dict[str, Any], np.nda
                 "in_sample": round(chosen_hits(picked, [weights] * len(picked)), 4),
                 "loo": round(chosen_hits(picked, [loo[i] for i in idx]), 4)}
 
+    held_out = {s.repo: dict(zip(CHUNK_FEATURES, np.round(w, 5).tolist())) for s, w in zip(samples, loo)}
     result = {"l2": l2, "overall": row(range(len(samples))),
               "per_repo": {repo: row([i for i, s in enumerate(samples) if s.repo == repo]) for repo in repos},
-              "weights": dict(zip(CHUNK_FEATURES, np.round(weights, 5).tolist()))}
+              "weights": dict(zip(CHUNK_FEATURES, np.round(weights, 5).tolist())),
+              "held_out_weights": held_out}  # per repository: fitted without it (bench.edit_sites --held-out)
     return result, weights
 
 

@@ -271,48 +271,6 @@ def pack_hits(
     return packed, False
 
 
-def pack_shared(
-    hits: list[Hit], max_tokens: int, focus: Mapping[str, int], count: Callable[[str], int] = estimate_tokens,
-    least: int = 60,
-) -> tuple[list[Hit], bool]:
-    """Every hit within `max_tokens`, the budget shared: a hit smaller than its share keeps all its
-    lines and leaves the rest to the others; a larger one is cut to the lines around its `focus`
-    line (path -> line) within its share. When a share would fall under `least` tokens, the last
-    hits are left out."""
-    for n in range(len(hits), 0, -1):
-        shares = _shares([h.tokens for h in hits[:n]], max_tokens)
-        if min(shares) >= least or n == 1:
-            break
-    packed, truncated = [], n < len(hits)
-    for hit, share in zip(hits[:n], shares):
-        if hit.tokens <= share:
-            packed.append(hit)
-            continue
-        truncated = True
-        cut = _cut(hit, share, count, focus.get(hit.path))
-        if cut is not None:
-            packed.append(cut)
-    return packed, truncated
-
-
-def _shares(sizes: Sequence[int], budget: int) -> list[int]:
-    """Water-filling: each size gets min(size, level), with the level that spends `budget`."""
-    shares = [0] * len(sizes)
-    left, open_ = budget, sorted(range(len(sizes)), key=lambda i: sizes[i])
-    while open_:
-        level = left // len(open_)
-        i = open_[0]
-        if sizes[i] <= level:
-            shares[i] = sizes[i]
-            left -= sizes[i]
-            open_.pop(0)
-            continue
-        for j in open_:
-            shares[j] = level
-        break
-    return shares
-
-
 def fit_prefix(items: Sequence[str], budget: int, count: Callable[[str], int], sep: str = "\n") -> int:
     """The largest n such that the first n items, joined by `sep`, count at most `budget` tokens."""
     lo, hi = 0, len(items)

@@ -46,7 +46,6 @@ from index.search.hits import (
     merge_hits,
     named_lines,
     pack_hits,
-    pack_shared,
     pointers,
 )
 from index.search.source import Generation, LocalStore, Store
@@ -340,25 +339,20 @@ def _evidence(gen: Generation, question: Question, scores: np.ndarray, near: lis
                          votes.subject_votes, votes.subject_voters)
 
 
-# Experiment switches (bench/edit_sites.py measures them); the chosen values are the product's.
+# Experiment switch (bench/edit_sites.py measures it); the chosen value is the product's.
 NAMED_FOCUS = True
-SHARE_BUDGET = True
 
 
 def _pack(hits: list[Hit], max_tokens: int | None, question: Question, pointed: Pointers | None,
           paths: Sequence[str]) -> tuple[list[Hit], bool]:
     """Hits within `max_tokens`. A hit cut to fit keeps the lines around the one the question points
     at (a traceback's quoted line, a one-line question's PATH:LINE); in a report's hits (hybrid),
-    else around the line that uses most of the names its title uses. A report's budget is shared
-    by its hits (`pack_shared`), so that more of its best files are shown."""
+    else around the line that uses most of the names its title uses."""
     if max_tokens is None:
         return hits, False
     focus = pointed.focus(paths, hits) if pointed is not None else {}
-    if pointed is not None and question.title is not None:
-        if NAMED_FOCUS:
-            focus = {**named_lines(hits, question), **focus}
-        if SHARE_BUDGET:
-            return pack_shared(hits, max_tokens, focus)
+    if NAMED_FOCUS and pointed is not None and question.title is not None:
+        focus = {**named_lines(hits, question), **focus}
     return pack_hits(hits, max_tokens, focus=focus)
 
 
