@@ -3,7 +3,7 @@
     python -m bench.edit_sites [QUESTIONS.jsonl] [--corpora DIR] [--mirrors DIR] [--work DIR]
                                [--out-dir DIR] [--repos sympy,flask] [--budgets 300,600,2000] [-k 5]
                                [--modes hybrid,lexical] [--embedder static|minilm]
-                               [--chunk-stage shipped|none|TRAIN_CHUNKS.json]
+                               [--chunk-stage shipped|none|TRAIN_CHUNKS.json] [--no-title-focus]
 
 Runs on the indexes bench/swebench.py keeps (run it once first; this script builds nothing) and asks
 every question exactly as `bridge search` and the MCP `search_code` tool do:
@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+import index.search.searcher as searcher_module
 from bench import paths
 from bench.swebench import MAX_QUERY_BYTES, kept_indexes
 from bench.swebench_trees import TreeJob, plan_jobs, prepare_history
@@ -168,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)))
     parser.add_argument("--modes", default="hybrid,lexical")
     parser.add_argument("-k", type=int, default=5)
+    parser.add_argument("--no-title-focus", action="store_true",
+                        help="cut a report's hits at their first lines, not around their title's names (ablation)")
     parser.add_argument("--chunk-stage", default="shipped",
                         help="shipped (index/rank/chunker.json), none, or a bench.train_chunks JSON: each repository "
                         "searched with the weights fitted without it (leave-one-repository-out)")
@@ -184,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = load_embedder(args.embedder, cache_dir=default_home() / "models")
     budgets = [int(b) for b in args.budgets.split(",")]
     modes = [m for m in args.modes.split(",") if m]
+    searcher_module.NAMED_FOCUS = not args.no_title_focus
     stage: Stage = "shipped"
     if args.chunk_stage == "none":
         stage = None
