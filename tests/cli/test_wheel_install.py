@@ -52,11 +52,12 @@ def test_the_wheel_installs_without_extras_and_indexes_searches_and_serves(tmp_p
     wheel, = dist.glob("*.whl")
     sdist, = dist.glob("*.tar.gz")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"prompts/system.txt", "prompts/question.txt", "index/ranker.json", "bridge/cli/__init__.py"} <= set(names)
+    assert {"prompts/system.txt", "prompts/question.txt", "index/rank/ranker.json", "index/rank/chunker.json",
+            "index/build/__init__.py", "bridge/cli/__init__.py"} <= set(names)
     with tarfile.open(sdist) as tar:
         sdist_names = tar.getnames()
     assert any(n.endswith("/prompts/system.txt") for n in sdist_names)
-    assert any(n.endswith("/index/ranker.json") for n in sdist_names)
+    assert any(n.endswith("/index/rank/ranker.json") for n in sdist_names)
 
     # Nothing of this checkout on the path: pip and bridge see only the fresh virtualenv.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
