@@ -306,3 +306,13 @@ def test_answers_are_only_asked_for_questions_that_expect_strings_and_summarized
     assert summary.contains_rate == pytest.approx(2 / 3)
     assert summary.all_contained_rate == pytest.approx(0.5)
     assert (summary.mean_prompt_tokens, summary.median_total_ms) == (200.0, 20.0)
+
+
+def test_gold_spans_named_per_file_as_shared_bench_writes_them_load_without_lines(tmp_path: Path) -> None:
+    named = {"id": "a", "query": "q", "gold_files": ["m.py"], "gold_spans": {"m.py": ["Store.save", "imports"]},
+             "edit_lines": {"m.py": [3, 4]}}
+    (question,) = load_questions(write_lines(tmp_path, json.dumps(named)))
+    assert question.gold_files == ("m.py",) and question.gold_spans == ()
+    named["gold_spans"] = {"m.py": "Store.save"}
+    with pytest.raises(QuestionsError, match="maps each path to a list of definition names"):
+        load_questions(write_lines(tmp_path, json.dumps(named)))
