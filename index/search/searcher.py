@@ -4,8 +4,9 @@ Fusion (index/rank/fusion.py): score = Σ 1 / (RRF_K + rank) over the rankings a
 
 Hybrid mode also ranks files (index/rank/evidence.py: the chunk rankings seen per file, the summary line,
 files and modules the query names, definitions of the identifiers it uses, tests and docs
-demoted) and answers file first: the best chunk of each of the k best files, scored by its
-file's fused score; further chunks follow only when fewer than k files have any evidence.
+demoted) and answers file first: one chunk of each of the k best files, scored by its file's
+score (a report's chunk picked by the chunk stage, index/rank/chunks.py); further chunks follow only
+when fewer than k files have any evidence.
 `lexical` and `vector` are the two single retrievers, ranked chunk by chunk. Every mode searches a
 report longer than 4 KB by its focused text (index/rank/focus.py: its pasted output left out).
 """
