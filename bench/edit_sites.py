@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-import index.search.searcher as searcher_module
+import index.search.hits as hits_module
 from bench import paths
 from bench.swebench import MAX_QUERY_BYTES, kept_indexes
 from bench.swebench_trees import TreeJob, plan_jobs, prepare_history
@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = load_embedder(args.embedder, cache_dir=default_home() / "models")
     budgets = [int(b) for b in args.budgets.split(",")]
     modes = [m for m in args.modes.split(",") if m]
-    searcher_module.NAMED_FOCUS = not args.no_title_focus
+    hits_module.NAMED_FOCUS = not args.no_title_focus
     stage: Stage = "shipped"
     if args.chunk_stage == "none":
         stage = None

@@ -11,13 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from index.files import stat_signature
-from index.rank import FileEvidence, FileScores, Frame, Question
+from index.rank import ChunkStage, FileEvidence, FileScores, Frame, QueryEvidence, Question, chunk_features
 from index.store import FileEntry
 from index.tokenize import estimate_tokens
 from index.types import Chunk, Hit
 
 __all__ = [
-    "ChunkChooser", "Pointers", "files_first", "fit_prefix", "marked_stale", "merge_hits", "pack_hits", "pointers"]
+    "NAMED_FOCUS", "ChunkChooser", "Pointers", "chunk_chooser", "files_first", "fit_prefix", "marked_stale", "merge_hits",
+    "pack_for", "pack_hits", "pointers",
+]
 
 _GONE = "deleted since indexing: run `bridge index` (MCP: refresh_index) to drop it"
 _CHANGED = "changed since indexing, so these lines may have moved: run `bridge index` (MCP: refresh_index)"
@@ -269,6 +271,41 @@ def pack_hits(
             packed.append(cut)
         return packed, True
     return packed, False
+
+
+# Off only to measure what it adds (bench/edit_sites.py --no-title-focus): one more report's edit site
+# at 300 tokens, two with the chunk stage.
+NAMED_FOCUS = True
+
+
+def pack_for(hits: list[Hit], max_tokens: int | None, question: Question, pointed: Pointers | None,
+          paths: Sequence[str]) -> tuple[list[Hit], bool]:
+    """Hits within `max_tokens`. A hit cut to fit keeps the lines around the one the question points
+    at (a traceback's quoted line, a one-line question's PATH:LINE); in a report's hits (hybrid),
+    else around the line that uses most of the names its title uses."""
+    if max_tokens is None:
+        return hits, False
+    focus = pointed.focus(paths, hits) if pointed is not None else {}
+    if NAMED_FOCUS and pointed is not None and question.title is not None:
+        focus = {**named_lines(hits, question), **focus}
+    return pack_hits(hits, max_tokens, focus=focus)
+
+
+def chunk_chooser(stage: ChunkStage | None, evidence: QueryEvidence) -> ChunkChooser | None:
+    """The chunk stage for one report's evidence (index/rank/chunks.py), as `files_first` asks it."""
+    if stage is None:
+        return None
+    dense = dict(evidence.dense)
+
+    def choose(rows: Mapping[int, Chunk], fused_first: int | None) -> int | None:
+        ids = sorted(rows)
+        if not ids:
+            return None
+        features = chunk_features(evidence.question, ids, [rows[i] for i in ids], evidence.chunk_scores,
+                                  evidence.title_scores, dense, fused_first)
+        return ids[stage.choose(features)]
+
+    return choose
 
 
 def fit_prefix(items: Sequence[str], budget: int, count: Callable[[str], int], sep: str = "\n") -> int:

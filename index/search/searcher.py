@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,23 +32,13 @@ from index.rank import (
     Question,
     Ranker,
     as_text,
-    chunk_features,
     glob_mask,
     load_chunk_stage,
     load_ranker,
     rrf,
     top_k,
 )
-from index.search.hits import (
-    ChunkChooser,
-    Pointers,
-    files_first,
-    marked_stale,
-    merge_hits,
-    named_lines,
-    pack_hits,
-    pointers,
-)
+from index.search.hits import chunk_chooser, files_first, marked_stale, merge_hits, pack_for, pointers
 from index.search.source import Generation, LocalStore, Store
 from index.search.stale import StaleCount
 from index.search.votes import NO_VOTES, Votes, gather_votes, with_evidence
@@ -264,11 +254,11 @@ class Searcher:
             evidence = _evidence(gen, question, scores, near, allowed, votes)
             file_score = _file_scores(gen, evidence, allowed, SIGNALS, self.ranker)
             pointed = pointers(gen.files, question)
-            choose = _chunk_chooser(self.chunk_stage, evidence) if question.title is not None else None
+            choose = chunk_chooser(self.chunk_stage, evidence) if question.title is not None else None
             order, fused = files_first(gen.files, file_score, scores, order, fused, k, pointed, gen.chunks, choose)
         hits = with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
         hits = marked_stale(hits, Path(gen.manifest.root), gen.manifest.files)
-        hits, truncated = _pack(hits, max_tokens, question, pointed, gen.files.paths)
+        hits, truncated = pack_for(hits, max_tokens, question, pointed, gen.files.paths)
         took = (time.perf_counter() - t0) * 1000 - load_ms
         return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms)
 
@@ -340,23 +330,6 @@ def _evidence(gen: Generation, question: Question, scores: np.ndarray, near: lis
                          votes.subject_votes, votes.subject_voters)
 
 
-# Experiment switch (bench/edit_sites.py measures it); the chosen value is the product's.
-NAMED_FOCUS = True
-
-
-def _pack(hits: list[Hit], max_tokens: int | None, question: Question, pointed: Pointers | None,
-          paths: Sequence[str]) -> tuple[list[Hit], bool]:
-    """Hits within `max_tokens`. A hit cut to fit keeps the lines around the one the question points
-    at (a traceback's quoted line, a one-line question's PATH:LINE); in a report's hits (hybrid),
-    else around the line that uses most of the names its title uses."""
-    if max_tokens is None:
-        return hits, False
-    focus = pointed.focus(paths, hits) if pointed is not None else {}
-    if NAMED_FOCUS and pointed is not None and question.title is not None:
-        focus = {**named_lines(hits, question), **focus}
-    return pack_hits(hits, max_tokens, focus=focus)
-
-
 def _fused_order(
     scores: np.ndarray, near: list[tuple[int, float]]
 ) -> tuple[list[int], list[int], dict[int, float], list[int]]:
@@ -365,23 +338,6 @@ def _fused_order(
     dense = [cid for cid, _ in near[:_CANDIDATES]]
     fused = rrf([r for r in (lexical, dense) if r])
     return lexical, dense, fused, sorted(fused, key=lambda c: (-fused[c], c))
-
-
-def _chunk_chooser(stage: ChunkStage | None, evidence: QueryEvidence) -> ChunkChooser | None:
-    """The chunk stage for one report's evidence (index/rank/chunks.py), as `files_first` asks it."""
-    if stage is None:
-        return None
-    dense = dict(evidence.dense)
-
-    def choose(rows: Mapping[int, Chunk], fused_first: int | None) -> int | None:
-        ids = sorted(rows)
-        if not ids:
-            return None
-        features = chunk_features(evidence.question, ids, [rows[i] for i in ids], evidence.chunk_scores,
-                                  evidence.title_scores, dense, fused_first)
-        return ids[stage.choose(features)]
-
-    return choose
 
 
 def _file_scores(
