@@ -21,7 +21,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,9 +30,10 @@ import numpy as np
 from bench import paths
 from bridge.measure.evaluate import Question
 from index.build import BuildOptions, build_index, fill_vectors
-from index.embed import Embedder
+from index.embed import Embedder, load_embedder
 from index.history import History, SubjectEncoder, update_from_git
-from index.store import IndexDir
+from index.search import Searcher
+from index.store import IndexDir, default_home
 
 __all__ = [
     "DONE_MARKER",
@@ -40,6 +41,7 @@ __all__ = [
     "commit_time",
     "ensure_corpora",
     "index_fingerprint",
+    "kept_searchers",
     "missing_history",
     "plan_jobs",
     "prepare_history",
@@ -290,3 +292,16 @@ def prepare_history(jobs: Sequence[TreeJob], kept: dict[str, Path], mirrors: Pat
         done.append(job.name)
         progress(f"{job.name}: history of {report.commits} commits in {report.seconds:.1f}s")
     return done
+
+
+def kept_searchers(questions: Sequence[Question], corpora: Path, mirrors: Path, work: Path, log: Progress,
+                   embedder_spec: str = EMBEDDER, learned: bool = True) -> Iterator[tuple[TreeJob, Searcher]]:
+    """Each tree of `questions` with a searcher on the index bench/swebench.py kept for it under WORK/indexes
+    (its history completed first), for the scripts that study or train ranking on those indexes."""
+    jobs = plan_jobs(questions, corpora, mirrors)
+    kept = {job.name: work / "indexes" / job.name for job in jobs}
+    prepare_history(jobs, kept, mirrors, log)
+    embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models")
+    for job in jobs:
+        yield job, Searcher(kept[job.name], embedder_loader=lambda _spec: embedder, max_query_bytes=1 << 20,
+                            learned=learned)

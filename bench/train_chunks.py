@@ -27,14 +27,11 @@ from typing import Any
 import numpy as np
 
 from bench import paths
-from bench.swebench import MAX_QUERY_BYTES
-from bench.swebench_trees import plan_jobs, prepare_history
+from bench.swebench_trees import kept_searchers
 from bench.train_ranker import Sample, fit, leave_one_repo_out
 from bridge.measure.evaluate import load_questions
-from index.embed import load_embedder
 from index.rank import CHUNK_FEATURES
-from index.search import Searcher, chunk_rows
-from index.store import default_home
+from index.search import chunk_rows
 
 __all__ = ["chosen_hits", "collect", "main"]
 
@@ -48,13 +45,8 @@ def collect(questions_file: Path, corpora: Path, mirrors: Path, work: Path, log:
     if repos:
         questions = [q for q in questions if (q.repo or "").split("/")[-1] in repos]
     raw = {row["id"]: row for row in map(json.loads, questions_file.read_text(encoding="utf-8").splitlines()) if row}
-    jobs = plan_jobs(questions, corpora, mirrors)
-    kept = {job.name: work / "indexes" / job.name for job in jobs}
-    prepare_history(jobs, kept, mirrors, log)
-    embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models")
     samples = []
-    for job in jobs:
-        searcher = Searcher(kept[job.name], embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES)
+    for job, searcher in kept_searchers(questions, corpora, mirrors, work, log, embedder_spec):
         for q in job.questions:
             edits: dict[str, list[int]] = raw[q.id].get("edit_lines") or {}
             for path, (chunks, rows) in chunk_rows(searcher, q.query, sorted(edits)).items():

@@ -32,19 +32,16 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from bench.swebench_trees import plan_jobs, prepare_history
+from bench.swebench_trees import kept_searchers
 from bridge.measure.evaluate import load_questions
 from bridge.measure.intervals import METRICS, bootstrap_means, listed, markdown_rows
-from index.embed import load_embedder
 from index.rank import FEATURES, RERANK
-from index.search import Searcher, file_features
-from index.store import default_home
+from index.search import file_features
 
 __all__ = ["Sample", "evaluate", "fit", "main"]
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
 L2 = 1.0
-MAX_QUERY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -61,14 +58,8 @@ class Sample:
 
 def collect(questions_file: Path, corpora: Path, mirrors: Path, work: Path, log: Any, embedder_spec: str = "static") -> list[Sample]:
     questions = load_questions(questions_file)
-    jobs = plan_jobs(questions, corpora, mirrors)
-    kept = {job.name: work / "indexes" / job.name for job in jobs}
-    prepare_history(jobs, kept, mirrors, log)
-    embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models")
     samples = []
-    for job in jobs:
-        searcher = Searcher(kept[job.name], embedder_loader=lambda _spec: embedder,
-                            max_query_bytes=MAX_QUERY_BYTES, learned=False)
+    for job, searcher in kept_searchers(questions, corpora, mirrors, work, log, embedder_spec, learned=False):
         for q in job.questions:
             paths, features = file_features(searcher, q.query)
             gold = np.fromiter((p in q.gold_files for p in paths), dtype=bool, count=len(paths))
