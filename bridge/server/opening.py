@@ -47,8 +47,10 @@ class OpeningRepos:
             opened = self._open_all()
         except BaseException as exc:  # noqa: BLE001 - handed to every caller of wait()
             self._error = exc
-            self._done.set()
-            self._on_error(exc)
+            try:  # reported before any waiter is let go: the process may end as soon as a tool replies
+                self._on_error(exc)
+            finally:
+                self._done.set()
             return
         with self._lock:
             if not self._closed:
