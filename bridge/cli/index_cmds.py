@@ -174,7 +174,26 @@ def _print_report(report: BuildReport, fill: FillReport | None, names: dict[str,
     if fill is not None:
         state = "complete" if fill.complete else "partial (run `bridge index` again to finish)"
         console.print(f"vectors: {fill.embedded_chunks}/{fill.chunks} chunks, {state}")
+        console.print(_embedder_line(fill.embedder))
     console.print(f"index: {report.index_dir}")
+
+
+def _embedder_line(spec: str | None) -> str:
+    if spec is None:
+        return "embedder: none (lexical only)"
+    path = _embedder_path(spec)
+    return f"embedder: {spec} ({path})" if path else f"embedder: {spec}"
+
+
+def _embedder_path(spec: str | None) -> str | None:
+    """How this machine computes a MiniLM index's vectors (None for other embedders, or without the dense extra)."""
+    from bridge.extras import DENSE_MODULES, installed
+
+    if spec not in ("minilm", "minilm-int8") or not all(installed(m) for m in DENSE_MODULES):
+        return None
+    from index.embed import describe_path
+
+    return describe_path(spec)
 
 
 def _known_mode(value: str) -> str:
@@ -257,6 +276,7 @@ def status_cmd(
         **to_jsonable(info),
         "index_dir": where,
         "embedder": manifest.embedder,
+        "embedder_path": _embedder_path(manifest.embedder),
         "embedded_fraction": round(info.embedded_chunks / info.chunks, 4) if info.chunks else 0.0,
         "skipped": manifest.stats.get("skipped", {}),
         "invalid_utf8": manifest.stats.get("invalid_utf8", 0),
@@ -272,7 +292,7 @@ def status_cmd(
     if data["new_files"]:
         n = data["new_files"]
         console.print(f"{n} new {'file' if n == 1 else 'files'} on disk not indexed yet: run `bridge index {info.root}`")
-    console.print(f"embedder: {manifest.embedder or 'none (lexical only)'}; embedded {data['embedded_fraction']:.0%}")
+    console.print(f"{_embedder_line(manifest.embedder)}; embedded {data['embedded_fraction']:.0%}")
     console.print(_history_line(data["history"], manifest.embedder is not None, info.root))
 
 

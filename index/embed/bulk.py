@@ -31,7 +31,7 @@ import numpy as np
 from index.embed.feed import load_tokenizer, padded_feed
 from index.errors import EmbedderError
 
-__all__ = ["OpenVinoBulk", "bulk_onnx_path", "compile_minilm", "openvino_has_bf16"]
+__all__ = ["OpenVinoBulk", "bulk_onnx_path", "compile_minilm", "openvino_has_bf16", "usable_cores"]
 
 _GRAPH_VERSION = 1  # bump when the exported graph changes
 _MAX_BATCH = 8  # texts per inference request; larger batches measured slower here
@@ -64,7 +64,7 @@ def openvino_has_bf16() -> bool:
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
     """Cores this process may run on (its affinity mask where the OS has one, e.g. in a container)."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
@@ -90,7 +90,7 @@ class OpenVinoBulk:
 
     def __init__(self, model_file: Path, tokenizer_file: Path, bf16: bool, cores: int | None = None) -> None:
         ov = _openvino()
-        cores = cores or _usable_cores()
+        cores = cores or usable_cores()
         config: dict[str, Any] = {
             "PERFORMANCE_HINT": "THROUGHPUT",
             "NUM_STREAMS": cores,

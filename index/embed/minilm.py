@@ -15,8 +15,10 @@ Measured here (bench/embed_bench.py, bench/RESULTS.md):
   12-piece question 2.2 ms against 6.0 (bench/RESULTS.md). ONNX Runtime stays as the reference
   (BRIDGE_MINILM_QUERY=onnxruntime) and the fallback where openvino is not installed.
 
-All paths compute the same function (float32 ONNX to a cosine of 1.0, bf16 to 0.9999), so
+All these paths compute the same function (float32 ONNX to a cosine of 1.0, bf16 to 0.9999), so
 they share the embedder id of the plain torch model and the vectors already cached stay valid.
+The int8 path (index/embed/int8.py, for CPUs without bf16 in hardware) makes different vectors
+and has its own id; `choose_minilm` picks between them.
 """
 
 from __future__ import annotations
@@ -37,12 +39,16 @@ from index.errors import EmbedderError
 
 if TYPE_CHECKING:
     from index.embed.bulk import OpenVinoBulk
+    from index.embed.int8 import OnnxStreams
 
-__all__ = ["QUERY_ENV", "MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "export_onnx", "onnx_path", "query_backend"]
+__all__ = ["INT8_SPEC", "QUERY_ENV", "MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "choose_minilm", "export_onnx",
+           "describe_path", "onnx_path", "query_backend", "resolve_spec"]
+
+INT8_SPEC = "minilm-int8"
 
 _EXPORT_VERSION = 1  # bump when the exported graph changes
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-_PRECISION_ENV = "BRIDGE_MINILM_PRECISION"  # auto | bf16 | fp32
+_PRECISION_ENV = "BRIDGE_MINILM_PRECISION"  # auto | bf16 | fp32 | int8
 _BULK_ENV = "BRIDGE_MINILM_BULK"  # auto | openvino | torch
 QUERY_ENV = "BRIDGE_MINILM_QUERY"  # auto | openvino | onnxruntime
 
@@ -52,13 +58,18 @@ def onnx_path(cache_dir: Path, fingerprint: str) -> Path:
     return cache_dir / "onnx" / f"minilm-{fingerprint}-v{_EXPORT_VERSION}.onnx"
 
 
+def _precision() -> str:
+    choice = os.environ.get(_PRECISION_ENV, "auto")
+    if choice not in ("auto", "bf16", "fp32", "int8"):
+        raise EmbedderError(f"{_PRECISION_ENV}={choice} is not a precision: use auto, bf16, fp32 or int8")
+    return choice
+
+
 def bf16_is_fast(backend: str = "torch") -> bool:
     """True when `backend` runs bfloat16 matrix products in hardware here (else bf16 is emulated, slower)."""
-    choice = os.environ.get(_PRECISION_ENV, "auto")
-    if choice in ("bf16", "fp32"):
-        return choice == "bf16"
+    choice = _precision()
     if choice != "auto":
-        raise EmbedderError(f"{_PRECISION_ENV}={choice} is not a precision: use auto, bf16 or fp32")
+        return choice == "bf16"
     if backend == "openvino":
         from index.embed.bulk import openvino_has_bf16
 
@@ -66,6 +77,47 @@ def bf16_is_fast(backend: str = "torch") -> bool:
     import torch
 
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def choose_minilm() -> str:
+    """The MiniLM a new index should use here: 'minilm' (float32 vectors, bf16 arithmetic where the
+    CPU has it in hardware) or INT8_SPEC where it has not and ONNX Runtime is installed: there the
+    float32 paths run at about plain torch's speed and int8 at several times it, with recall held
+    (bench/RESULTS.md). BRIDGE_MINILM_PRECISION=int8 or bf16/fp32 decides instead of the CPU."""
+    import importlib.util
+
+    choice = _precision()
+    if choice != "auto":
+        return INT8_SPEC if choice == "int8" else "minilm"
+    if importlib.util.find_spec("onnxruntime") is None:
+        return "minilm"
+    return "minilm" if bf16_is_fast(bulk_backend()) else INT8_SPEC
+
+
+def resolve_spec(spec: str | None, previous: str | None = None) -> str | None:
+    """The spec an index is built with: "minilm" means the bundled MiniLM on the path `choose_minilm`
+    picks, except that an index that has MiniLM vectors keeps the kind it has (a re-index after an
+    edit never re-embeds everything because a variable or the machine changed; --rebuild chooses
+    afresh). Every other spec is itself."""
+    if spec != "minilm":
+        return spec
+    if previous in ("minilm", INT8_SPEC):
+        return previous
+    return choose_minilm()
+
+
+def describe_path(spec: str | None) -> str:
+    """How this machine computes the vectors of `spec`, and why, in a few words (for `bridge index`
+    and `bridge status`); other specs are described by their name alone."""
+    if spec not in ("minilm", INT8_SPEC):
+        return spec or "none"
+    backend = bulk_backend()
+    bf16 = bf16_is_fast(backend)
+    why = (f"set by {_PRECISION_ENV}" if _precision() != "auto"
+           else "this CPU has bf16 in hardware" if bf16 else "this CPU has no bf16 in hardware")
+    if spec == INT8_SPEC:
+        return f"int8 on ONNX Runtime, a stream per core; {why}"
+    return f"{'bf16' if bf16 else 'float32'} on {'OpenVINO' if backend == 'openvino' else 'torch'}; {why}"
 
 
 def bulk_backend() -> str:
@@ -213,7 +265,8 @@ class MiniLMEmbedder:
     answers queries never imports torch, nor does bulk encoding once the OpenVINO model is converted."""
 
     def __init__(
-        self, folder: Path, fingerprint: str, cache_dir: Path, name: str, load_torch: Callable[[Path], Any]
+        self, folder: Path, fingerprint: str, cache_dir: Path, name: str, load_torch: Callable[[Path], Any],
+        int8: bool = False,
     ) -> None:
         self.folder = folder
         self._load_torch = load_torch  # folder -> a SentenceTransformer; index/embed/backends.py owns that loading
@@ -222,14 +275,18 @@ class MiniLMEmbedder:
         self.dim = 384
         self.id = f"{name}@{fingerprint}"
         self._torch: Any = None
-        self._queries: _OpenVinoQueries | _OnnxQueries | None = None
+        self._queries: _OpenVinoQueries | _OnnxQueries | OnnxStreams | None = None
         self._openvino: OpenVinoBulk | None = None
-        self.backend: str | None = None  # the bulk side: decided on first use
-        self.bf16: bool | None = None  # decided when the bulk side loads
+        self._int8: OnnxStreams | None = None
+        self.int8 = int8  # int8 graph on ONNX Runtime for both sides (index/embed/int8.py)
+        self.backend: str | None = "onnxruntime-int8" if int8 else None  # the bulk side: decided on first use
+        self.bf16: bool | None = False if int8 else None  # decided when the bulk side loads
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
+        if self.int8:
+            return self._int8_model().encode(texts)
         if self.backend is None:
             self.backend = bulk_backend()
         if self.backend == "openvino":
@@ -249,8 +306,10 @@ class MiniLMEmbedder:
         vector: np.ndarray = self.query_model().encode([text])[0]
         return vector
 
-    def query_model(self) -> _OpenVinoQueries | _OnnxQueries:
+    def query_model(self) -> _OpenVinoQueries | _OnnxQueries | OnnxStreams:
         """The torch-free query side, exporting its graph on first use (needs torch that once)."""
+        if self.int8:
+            return self._int8_model(streams=1)
         if self._queries is None:
             tokenizer = self.folder / "tokenizer.json"
             graph = self.export_query_graph()
@@ -265,6 +324,8 @@ class MiniLMEmbedder:
         process makes it for the searches to come, which then load it in 0.3-0.6 s, not 3 s)."""
         from index.embed.bulk import bulk_onnx_path
 
+        if self.int8:
+            return self._int8_graph()
         if query_backend() == "openvino":
             return self._graph(bulk_onnx_path, "eager")
         return self._graph(onnx_path, "sdpa")
@@ -274,6 +335,30 @@ class MiniLMEmbedder:
         if not target.is_file():
             export_onnx(self.folder, target, attention=attention)
         return target
+
+    def _int8_graph(self) -> Path:
+        from index.embed.bulk import bulk_onnx_path
+        from index.embed.int8 import int8_onnx_path, quantize_int8
+
+        target = int8_onnx_path(self.cache_dir, self.fingerprint)
+        if not target.is_file():
+            quantize_int8(self._graph(bulk_onnx_path, "eager"), target)
+        return target
+
+    def _int8_model(self, streams: int | None = None) -> OnnxStreams:
+        """Bulk: one single-thread session per usable core. Queries (`streams=1`) get their own
+        single session, so a search never waits behind a batch of indexing."""
+        from index.embed.bulk import usable_cores
+        from index.embed.int8 import OnnxStreams
+
+        if streams == 1:
+            if self._queries is None:
+                self._queries = OnnxStreams(self._int8_graph(), self.folder / "tokenizer.json", 1)
+            assert isinstance(self._queries, OnnxStreams)
+            return self._queries
+        if self._int8 is None:
+            self._int8 = OnnxStreams(self._int8_graph(), self.folder / "tokenizer.json", usable_cores())
+        return self._int8
 
     def _openvino_model(self) -> OpenVinoBulk:
         if self._openvino is None:

@@ -40,10 +40,11 @@ SUBJECT_FILES = (_VECTORS, _META)  # what SubjectVectors.save writes in a histor
 
 def subject_spec(chunk_spec: str | None) -> str | None:
     """The model for commit subjects, given the chunks' one: none for a lexical-only index, the
-    same for the test-only hash vectors, MiniLM for every real model."""
+    same for the test-only hash vectors and for either MiniLM (a question's vector then serves
+    both), MiniLM for every other model."""
     if chunk_spec is None:
         return None
-    return chunk_spec if chunk_spec.startswith("hash") else "minilm"
+    return chunk_spec if chunk_spec.startswith("hash") or chunk_spec in ("minilm", "minilm-int8") else "minilm"
 
 
 class SubjectEncoder:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from index.embed import resolve_spec
 from index.errors import EmptyRepository
 from index.files import chunk_file, discover
 from index.milvus.store import MilvusStore
@@ -49,8 +50,9 @@ def build_milvus(
     chunking_json = {"target_tokens": target, "max_tokens": max_tokens, "overlap_lines": overlap}
     selection_json = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(selection).items()}
     previous = store.live_or_none()
-    if previous is not None and not rebuild:
-        old = store.manifest(previous)
+    old = store.manifest(previous) if previous is not None and not rebuild else None
+    embedder = resolve_spec(embedder, old.embedder if old is not None else None)
+    if previous is not None and old is not None:
         same = (
             old.embedder == embedder
             and old.chunking == chunking_json

@@ -1,0 +1,118 @@
+"""MiniLM in int8 on ONNX Runtime: the path for CPUs without bfloat16 in hardware (AVX2-only laptops
+and servers), where the float32 paths run at about plain torch's speed.
+
+Measured with bench/embed_bench.py on an AVX2-only CPU (an AMD EPYC with its AVX-512 and VNNI
+hidden by bench/avx2_only.sh), 40-line stdlib pieces, against plain float32 torch in the same run
+(bench/RESULTS.md has the current figures):
+
+- The graph is the exported float32 MiniLM (index/embed/minilm.py) with ONNX Runtime's dynamic
+  quantization: weights int8 per output channel, activations quantized per batch at run time. No
+  calibration set, so the vectors depend on the weights alone. Per tensor was as fast and as close;
+  ONNX Runtime's fused BERT graph (Attention, SkipLayerNormalization) quantized this way lost
+  recall (cosine to torch 0.92), and OpenVINO ran these graphs no faster than its float32.
+- Vectors stay close to torch's (cosine 0.99 on average) but are not the same function, so they
+  carry their own embedder id (`minilm-int8:…`) and never mix with float32 vectors in the cache.
+- One ONNX Runtime session per usable core, one thread each, fed length-sorted batches of up to 8
+  texts: the same layout as the OpenVINO bulk path (index/embed/bulk.py), for the same reason. On
+  shared cores one session with two threads measured 2.1x torch, two single-thread sessions 3.4x.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from index.embed.feed import load_tokenizer, padded_feed
+from index.embed.quiet import quiet
+from index.errors import EmbedderError
+
+__all__ = ["OnnxStreams", "int8_onnx_path", "quantize_int8"]
+
+_INT8_VERSION = 1  # bump when the quantization changes: the vectors, and so the embedder id's graph, change
+_MAX_BATCH = 8  # texts per run, as on the OpenVINO bulk path
+
+
+def int8_onnx_path(cache_dir: Path, fingerprint: str) -> Path:
+    """Where the int8 graph of the MiniLM with this fingerprint is kept."""
+    return cache_dir / "onnx" / f"minilm-{fingerprint}-int8-v{_INT8_VERSION}.onnx"
+
+
+def quantize_int8(source: Path, target: Path) -> Path:
+    """Write the dynamically quantized int8 version of the float32 graph `source` to `target`,
+    atomically (a process killed midway leaves no half-written graph for the next one to load)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(prefix=".int8-", suffix=".onnx", dir=target.parent)
+    os.close(fd)
+    # The quantizer logs a suggestion to pre-process on the root logger (printed to stderr when the
+    # application has no handler); a library must not print.
+    advice = _DropAdvice()
+    logging.getLogger().addFilter(advice)
+    try:
+        with quiet():
+            quantize_dynamic(str(source), scratch, weight_type=QuantType.QInt8, per_channel=True)
+        os.replace(scratch, target)
+    except Exception as exc:  # onnx and onnxruntime raise their own types for unreadable graphs
+        raise EmbedderError(f"cannot quantize {source} ({exc}): delete it to export it again") from exc
+    finally:
+        logging.getLogger().removeFilter(advice)
+        Path(scratch).unlink(missing_ok=True)
+    return target
+
+
+class _DropAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+def _session(model_file: Path) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types for unreadable graphs
+        raise EmbedderError(f"int8 MiniLM {model_file} is unreadable ({exc}): delete it to make it again") from exc
+
+
+class OnnxStreams:
+    """The int8 graph in `streams` single-thread ONNX Runtime sessions that run side by side."""
+
+    def __init__(self, model_file: Path, tokenizer_file: Path, streams: int) -> None:
+        self.streams = max(1, streams)
+        self._sessions = [_session(model_file) for _ in range(self.streams)]
+        self._pool = ThreadPoolExecutor(self.streams, thread_name_prefix="bridge-int8") if self.streams > 1 else None
+        self.tokenizer = load_tokenizer(tokenizer_file)
+        self.encode(["warm up"])  # a session's first run sets up its kernels: part of loading, not of the first search
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 rows, one per text, in the order given."""
+        encodings = self.tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))  # longest first: little padding
+        size = max(1, min(_MAX_BATCH, math.ceil(len(order) / self.streams)))
+        batches = [order[start : start + size] for start in range(0, len(order), size)]
+        out = np.zeros((len(order), 384), dtype=np.float32)
+
+        def run(stream: int) -> None:  # each stream takes every streams-th batch, never waiting for another
+            for k in range(stream, len(batches), self.streams):
+                rows = batches[k]
+                out[rows] = self._sessions[stream].run(None, padded_feed([encodings[i] for i in rows]))[0]
+
+        if self._pool is None:
+            run(0)
+        else:
+            list(self._pool.map(run, range(self.streams)))
+        return out
