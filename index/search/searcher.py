@@ -6,7 +6,8 @@ Hybrid mode also ranks files (index/rank/evidence.py: the chunk rankings seen pe
 files and modules the query names, definitions of the identifiers it uses, tests and docs
 demoted) and answers file first: one chunk of each of the k best files, scored by its file's
 score (a report's chunk picked by the chunk stage, index/rank/chunks.py); further chunks follow only
-when fewer than k files have any evidence.
+when fewer than k files have any evidence. Under a token budget a report's lead file gets most of it, in
+several of its chunks, and each other hit a few lines (index/search/lead.py).
 `lexical` and `vector` are the two single retrievers, ranked chunk by chunk. Every mode searches a
 report longer than 4 KB by its focused text (index/rank/focus.py: its pasted output left out).
 """
