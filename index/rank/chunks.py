@@ -55,6 +55,10 @@ class ChunkStage:
         """The row with the highest score (the first on a tie)."""
         return int(np.argmax(rows @ self.weights))
 
+    def order(self, rows: np.ndarray) -> list[int]:
+        """The rows best first (on a tie, the earlier first): `choose` is the first of them."""
+        return [int(i) for i in np.argsort(-(rows @ self.weights), kind="stable")]
+
 
 def load_chunk_stage(name: str = "chunker.json") -> ChunkStage | None:
     """The shipped model, or None when it is missing, damaged or made for other features."""

@@ -17,8 +17,8 @@ from index.tokenize import estimate_tokens
 from index.types import Chunk, Hit
 
 __all__ = [
-    "NAMED_FOCUS", "ChunkChooser", "Pointers", "chunk_chooser", "files_first", "fit_prefix", "marked_stale", "merge_hits",
-    "pack_for", "pack_hits", "pointers",
+    "NAMED_FOCUS", "ChunkChooser", "Pointers", "StageChooser", "chunk_chooser", "files_first", "fit_prefix", "marked_stale", "merge_hits",
+    "cut_hit", "focus_lines", "pack_for", "pack_hits", "pointers",
 ]
 
 _GONE = "deleted since indexing: run `bridge index` (MCP: refresh_index) to drop it"
@@ -145,8 +145,8 @@ def files_first(
             if read is not None and (is_pointed or choose is not None):
                 rows = read(list(range(first, first + n)))
                 target = pointed.chunk(rows, f, scores) if pointed is not None and is_pointed else None
-                if target is None and choose is not None:
-                    target = choose(rows, chunk)
+                picked = choose(rows, chunk) if choose is not None else None  # asked also where pointed: it ranks the file
+                target = picked if target is None else target
                 chunk = chunk if target is None else target  # not `or`: chunk 0 is a chunk
             if chunk is None:  # named or defining, but no chunk among the candidates: its best BM25 chunk
                 chunk = first + int(np.argmax(scores[first : first + n])) if len(scores) else first
@@ -266,7 +266,7 @@ def pack_hits(
             packed.append(hit)
             used += hit.tokens
             continue
-        cut = _cut(hit, max_tokens - used, count, (focus or {}).get(hit.path))
+        cut = cut_hit(hit, max_tokens - used, count, (focus or {}).get(hit.path))
         if cut is not None:
             packed.append(cut)
         return packed, True
@@ -278,34 +278,50 @@ def pack_hits(
 NAMED_FOCUS = True
 
 
-def pack_for(hits: list[Hit], max_tokens: int | None, question: Question, pointed: Pointers | None,
-          paths: Sequence[str]) -> tuple[list[Hit], bool]:
-    """Hits within `max_tokens`. A hit cut to fit keeps the lines around the one the question points
-    at (a traceback's quoted line, a one-line question's PATH:LINE); in a report's hits (hybrid),
-    else around the line that uses most of the names its title uses."""
-    if max_tokens is None:
-        return hits, False
+def focus_lines(hits: Sequence[Hit], question: Question, pointed: Pointers | None, paths: Sequence[str]) -> dict[str, int]:
+    """Path -> the line a hit cut to fit keeps: the one the question points at (a traceback's quoted
+    line, a one-line question's PATH:LINE); in a report's hits (hybrid), else the line that uses most
+    of the names its title uses."""
     focus = pointed.focus(paths, hits) if pointed is not None else {}
     if NAMED_FOCUS and pointed is not None and question.title is not None:
         focus = {**named_lines(hits, question), **focus}
-    return pack_hits(hits, max_tokens, focus=focus)
+    return focus
 
 
-def chunk_chooser(stage: ChunkStage | None, evidence: QueryEvidence) -> ChunkChooser | None:
-    """The chunk stage for one report's evidence (index/rank/chunks.py), as `files_first` asks it."""
-    if stage is None:
-        return None
-    dense = dict(evidence.dense)
+def pack_for(hits: list[Hit], max_tokens: int | None, question: Question, pointed: Pointers | None,
+          paths: Sequence[str]) -> tuple[list[Hit], bool]:
+    """Hits within `max_tokens`, a hit cut to fit keeping the lines around its `focus_lines` line."""
+    if max_tokens is None:
+        return hits, False
+    return pack_hits(hits, max_tokens, focus=focus_lines(hits, question, pointed, paths))
 
-    def choose(rows: Mapping[int, Chunk], fused_first: int | None) -> int | None:
+
+class StageChooser:
+    """The chunk stage for one report's evidence (index/rank/chunks.py), as `files_first` asks it. It
+    remembers each file's chunk ids it ranked, best first (`ranked`, by path), for the windows a
+    report's lead file adds (index/search/lead.py)."""
+
+    def __init__(self, stage: ChunkStage, evidence: QueryEvidence) -> None:
+        self.stage = stage
+        self.evidence = evidence
+        self.dense = dict(evidence.dense)
+        self.ranked: dict[str, tuple[int, ...]] = {}
+
+    def __call__(self, rows: Mapping[int, Chunk], fused_first: int | None) -> int | None:
         ids = sorted(rows)
         if not ids:
             return None
-        features = chunk_features(evidence.question, ids, [rows[i] for i in ids], evidence.chunk_scores,
-                                  evidence.title_scores, dense, fused_first)
-        return ids[stage.choose(features)]
+        e = self.evidence
+        features = chunk_features(e.question, ids, [rows[i] for i in ids], e.chunk_scores, e.title_scores, self.dense,
+                                  fused_first)
+        ranked = tuple(ids[i] for i in self.stage.order(features))
+        self.ranked[rows[ids[0]].path] = ranked
+        return ranked[0]
 
-    return choose
+
+def chunk_chooser(stage: ChunkStage | None, evidence: QueryEvidence) -> StageChooser | None:
+    """The chunk stage for one report's evidence, or None without a stage."""
+    return StageChooser(stage, evidence) if stage is not None else None
 
 
 def fit_prefix(items: Sequence[str], budget: int, count: Callable[[str], int], sep: str = "\n") -> int:
@@ -320,7 +336,9 @@ def fit_prefix(items: Sequence[str], budget: int, count: Callable[[str], int], s
     return lo
 
 
-def _cut(hit: Hit, budget: int, count: Callable[[str], int], focus: int | None = None) -> Hit | None:
+def cut_hit(hit: Hit, budget: int, count: Callable[[str], int], focus: int | None = None) -> Hit | None:
+    """Some of a hit that did not fit whole, within `budget`: the lines around `focus` (a line of it),
+    else its first lines; None when not even one line fits."""
     lines = hit.text.split("\n")
     # Whole lines only, and never all of them (the whole hit did not fit): text stays lines start..end.
     first = end = 0

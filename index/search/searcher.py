@@ -6,7 +6,8 @@ Hybrid mode also ranks files (index/rank/evidence.py: the chunk rankings seen pe
 files and modules the query names, definitions of the identifiers it uses, tests and docs
 demoted) and answers file first: one chunk of each of the k best files, scored by its file's
 score (a report's chunk picked by the chunk stage, index/rank/chunks.py); further chunks follow only
-when fewer than k files have any evidence.
+when fewer than k files have any evidence. Under a token budget a report's lead file gets most of it, in
+several of its chunks, and each other hit a few lines (index/search/lead.py).
 `lexical` and `vector` are the two single retrievers, ranked chunk by chunk. Every mode searches a
 report longer than 4 KB by its focused text (index/rank/focus.py: its pasted output left out).
 """
@@ -38,7 +39,8 @@ from index.rank import (
     rrf,
     top_k,
 )
-from index.search.hits import chunk_chooser, files_first, marked_stale, merge_hits, pack_for, pointers
+from index.search.hits import chunk_chooser, files_first, focus_lines, marked_stale, merge_hits, pack_for, pointers
+from index.search.lead import lead_candidates, pack_lead
 from index.search.source import Generation, LocalStore, Store
 from index.search.stale import StaleCount
 from index.search.votes import NO_VOTES, Votes, gather_votes, with_evidence
@@ -248,7 +250,7 @@ class Searcher:
         question = Question.of(query)  # read once; a long report is searched without its pasted output
         scores, near = self._retrieve(gen, question, mode, allowed)
         lexical, dense, fused, order = _fused_order(scores, near)
-        votes, pointed = NO_VOTES, None
+        votes, pointed, choose = NO_VOTES, None, None
         if mode == "hybrid":
             votes = self._votes(gen, question)
             evidence = _evidence(gen, question, scores, near, allowed, votes)
@@ -257,8 +259,16 @@ class Searcher:
             choose = chunk_chooser(self.chunk_stage, evidence) if question.title is not None else None
             order, fused = files_first(gen.files, file_score, scores, order, fused, k, pointed, gen.chunks, choose)
         hits = with_evidence(self._hits(gen, order, fused, lexical, dense, k), votes)
-        hits = marked_stale(hits, Path(gen.manifest.root), gen.manifest.files)
-        hits, truncated = pack_for(hits, max_tokens, question, pointed, gen.files.paths)
+        root = Path(gen.manifest.root)
+        hits = marked_stale(hits, root, gen.manifest.files)
+        ranked = choose.ranked.get(hits[0].path) if choose is not None and hits and max_tokens is not None else None
+        if ranked is not None and max_tokens is not None:  # a report: most of the budget for its lead file (lead.py)
+            score = hits[0].score
+            more = lead_candidates(ranked, hits, lambda ids: self._as_hits(gen, ids, score, lexical, dense))
+            focus = focus_lines(hits, question, pointed, gen.files.paths)
+            hits, truncated = pack_lead(hits, marked_stale(more, root, gen.manifest.files), max_tokens, focus)
+        else:
+            hits, truncated = pack_for(hits, max_tokens, question, pointed, gen.files.paths)
         took = (time.perf_counter() - t0) * 1000 - load_ms
         return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms)
 
@@ -314,9 +324,18 @@ class Searcher:
             hits = merge_hits(hits)
         return hits[:k]
 
+    def _as_hits(self, gen: Generation, ids: list[int], score: float, lexical: list[int], dense: list[int]) -> dict[int, Hit]:
+        """Chunks by id as hits scored `score` (the lead file's other chunks take its hit's score)."""
+        rows = gen.chunks(ids)
+        return {cid: _hit(c, score, _rank(lexical, cid), _rank(dense, cid)) for cid, c in rows.items()}
+
     def read_chunks(self, ids: list[int]) -> dict[int, Chunk]:
         assert self._gen is not None
         return self._gen.chunks(ids)
+
+
+def _rank(ranking: list[int], cid: int) -> int | None:
+    return ranking.index(cid) + 1 if cid in ranking else None
 
 
 def _masked(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:

@@ -1,0 +1,93 @@
+"""A report's answer spends most of its token budget on its lead file and keeps a few lines of every other hit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.small_index import small_index
+
+from index.search.lead import lead_candidates, pack_lead
+from index.types import Hit
+
+
+def count(text: str) -> int:
+    return 2 * len(text.split("\n"))
+
+
+def hit(path: str, start: int, end: int) -> Hit:
+    text = "\n".join(f"line {i}" for i in range(start, end + 1))
+    return Hit(path, start, end, 1.0, 1, None, None, "python", text, count(text))
+
+
+def spans(hits: list[Hit]) -> list[tuple[str, int, int]]:
+    return [(h.path, h.start_line, h.end_line) for h in hits]
+
+
+def test_the_lead_file_adds_its_best_ranked_chunks_and_each_other_hit_keeps_lines_around_its_focus() -> None:
+    hits = [hit("a.py", 11, 20), hit("b.py", 1, 10), hit("c.py", 1, 10)]  # 20 tokens each
+    more = [hit("a.py", 41, 50), hit("a.py", 21, 30), hit("a.py", 61, 70)]  # best first
+    packed, truncated = pack_lead(hits, more, 200, {"b.py": 5}, count)
+    # 200 less 10 (1/20 of the budget) for each other hit: the lead and all its three chunks fit (80 tokens)
+    assert spans(packed)[:2] == [("a.py", 11, 30), ("a.py", 41, 50)]  # a chunk next to the lead joins it
+    assert ("a.py", 61, 70) in spans(packed)
+    assert [h.path for h in packed][-2:] == ["b.py", "c.py"] and not truncated  # 120 tokens left: both whole
+    small, truncated = pack_lead(hits, more, 60, {"b.py": 5}, count)
+    # 60 less 3 + 3: the lead (20) and its best chunk (20) fit, the next does not; the others share the 20 left
+    assert spans(small)[:2] == [("a.py", 11, 20), ("a.py", 41, 50)] and truncated
+    assert spans(small)[2:] == [("b.py", 3, 7), ("c.py", 1, 5)]  # around b.py's focus line; c.py's first lines
+    assert sum(h.tokens for h in small) <= 60
+
+
+def test_a_lead_chunk_too_big_for_what_is_left_is_passed_over_for_a_smaller_one() -> None:
+    hits = [hit("a.py", 1, 10), hit("b.py", 1, 10)]
+    packed, _ = pack_lead(hits, [hit("a.py", 100, 130), hit("a.py", 40, 44)], 60, {}, count)
+    assert spans(packed)[:2] == [("a.py", 1, 10), ("a.py", 40, 44)]
+
+
+def test_a_lead_hit_bigger_than_its_share_is_cut_around_its_focus_and_the_answer_says_truncated() -> None:
+    hits = [hit("a.py", 1, 40), hit("b.py", 1, 10)]
+    packed, truncated = pack_lead(hits, [hit("a.py", 50, 52)], 40, {"a.py": 30}, count)
+    assert truncated and packed[0].start_line <= 30 <= packed[0].end_line
+    assert packed[0].text == "\n".join(f"line {i}" for i in range(packed[0].start_line, packed[0].end_line + 1))
+    assert [h.path for h in packed] == ["a.py", "b.py"] and sum(h.tokens for h in packed) <= 40
+
+
+def test_the_lead_candidates_leave_out_the_lines_a_hit_already_shows() -> None:
+    hits = [hit("a.py", 11, 20), hit("b.py", 1, 10)]
+    rows = {1: hit("a.py", 15, 25), 2: hit("a.py", 30, 40), 3: hit("a.py", 1, 10)}
+    found = lead_candidates([3, 1, 2], hits, lambda ids: {i: rows[i] for i in ids})
+    assert spans(found) == [("a.py", 1, 10), ("a.py", 30, 40)]  # in the stage's order
+
+
+CONVERT = "\n".join(
+    ["def parse_header(text):", '    """Read the header line."""', *[f"    step_{i} = text[{i}]" for i in range(12)],
+     "    return text", "", "",
+     "def convert_units(value, unit):", '    """Convert a value to the given unit."""',
+     *[f"    factor_{i} = {i} * value" for i in range(12)], "    return value * unit", "", "",
+     "def scale(value):", '    """Scale a value."""', *[f"    scaled_{i} = {i} * value" for i in range(12)], "    return value", ""]
+)
+OTHER = "\n".join(["def unit_names():", '    """The names of every unit."""', *[f"    name_{i} = 'u{i}'" for i in range(12)], ""])
+REPORT = "convert_units returns the wrong factor for a unit\nCalling convert_units(value, unit) with a unit gives a value."
+
+
+def test_a_report_is_shown_several_chunks_of_its_lead_file_and_still_names_the_other_files(tmp_path: Path) -> None:
+    searcher = small_index(tmp_path, {"pkg/units.py": CONVERT, "pkg/names.py": OTHER}, 60)
+    chosen = searcher.search(REPORT, k=2, mode="hybrid").hits[0]  # no budget: one chunk of each file
+    result = searcher.search(REPORT, k=2, mode="hybrid", max_tokens=300)
+    lead = [h for h in result.hits if h.path == chosen.path]
+    assert result.hits[0].start_line <= chosen.start_line and chosen.end_line <= result.hits[0].end_line
+    assert len(lead) > 1 and sum(h.end_line - h.start_line + 1 for h in lead) > 2 * (chosen.end_line - chosen.start_line + 1)
+    assert {h.path for h in result.hits} == {"pkg/units.py", "pkg/names.py"}
+    assert sum(h.tokens for h in result.hits) <= 300
+    for h in result.hits:  # exact lines of the file, as path:start-end says
+        lines = (tmp_path / "repo" / h.path).read_text().split("\n")
+        assert h.text == "\n".join(lines[h.start_line - 1 : h.end_line])
+
+
+def test_a_one_line_question_and_a_search_without_a_chunk_stage_are_packed_hit_by_hit(tmp_path: Path) -> None:
+    searcher = small_index(tmp_path, {"pkg/units.py": CONVERT, "pkg/names.py": OTHER}, 60)
+    one_line = searcher.search("convert_units factor", k=2, mode="hybrid", max_tokens=300)
+    assert len(one_line.hits) <= 2
+    searcher.chunk_stage = None
+    report = searcher.search(REPORT, k=2, mode="hybrid", max_tokens=300)
+    assert len(report.hits) <= 2 and report.hits[0].path == "pkg/units.py"
