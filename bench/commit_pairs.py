@@ -37,7 +37,7 @@ import numpy as np
 
 from bench.train_ranker import Sample
 from index.build import BuildOptions, build_index, fill_vectors
-from index.embed import load_embedder
+from index.embed import load_embedder, resolve_spec
 from index.files import is_auxiliary
 from index.history import read_commits, update_from_git
 from index.rank import title_of
@@ -75,6 +75,7 @@ def collect_pairs(git_dir: Path, name: str, work: Path, back: int, pairs: int, l
     snapshot = _snapshot(git_dir, back)
     tree = _tree(git_dir, snapshot, work / "trees" / name)
     index_dir = work / "indexes" / name
+    embedder_spec = resolve_spec(embedder_spec)  # the MiniLM the index gets here, loaded once below
     build = build_index(tree, index_dir, BuildOptions(embedder=embedder_spec, history=False, rebuild=True))
     embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models") if embedder_spec else None
     if embedder is not None:

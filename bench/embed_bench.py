@@ -9,10 +9,13 @@ which a fixed random sample is used. In one run it measures
 2. `embed_with_cache` with an empty cache on the same texts (must keep >= 0.9x of raw),
 3. the static (model2vec, distilled from MiniLM) backend on all chunks, raw and through the cache,
 4. `embed_with_cache` again with the cache warm (no encoding at all),
-5. side by side on the same MiniLM sample: the default MiniLM path (OpenVINO for bulk, in bf16
-   where the CPU has it in hardware; ONNX Runtime for queries), the previous default (torch bf16
-   for bulk), and the ONNX graph exported from the bundled weights used for bulk encoding in
-   float32 and in dynamic int8.
+5. side by side on the same MiniLM sample, the two MiniLM paths an index can get: `minilm`
+   (OpenVINO, in bf16 where the CPU has it in hardware, else float32) and `minilm-int8` (ONNX
+   Runtime, dynamic int8), and which of them `bridge index` would choose here.
+
+The CPU is recorded as the kernel lists it and as torch and OpenVINO see it. To measure an
+AVX2-only CPU on a machine with more, run the bench under bench/avx2_only/run.sh, which hides
+AVX-512, AVX-VNNI, bf16 and AMX from CPUID (the record says so).
 
 Timings of 1, 2 and 5 run in `--repeats` rounds in which the reference and each candidate take
 turns, since other processes share the CPU; best, median and the per-round ratio are kept.
@@ -21,7 +24,7 @@ Quality: for each of `--queries` chunks of the MiniLM sample a query is derived 
 itself: its first docstring line, else its first comment, else its first def/class name with
 underscores turned into spaces. Every query is searched (cosine, exhaustive) against the whole
 MiniLM sample, and recall@1 / recall@10 count how often the chunk it came from ranks first / in
-the top ten (each backend encodes queries its own way: the default one through ONNX). A second
+the top ten (each path encodes its queries its own way). A second
 check asks 20 natural-language questions (bench/data/nl_stdlib_questions.jsonl) over 40-line pieces of
 six stdlib packages and counts how often the nearest piece is in the right file (dense only). The
 query text stays inside its chunk, so this measures how well an embedder keeps a short description
@@ -48,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from bench.paths import reproduce
-from index.embed import EmbeddingCache, HashEmbedder, embed_with_cache, load_embedder
+from index.embed import INT8_SPEC, EmbeddingCache, HashEmbedder, describe_path, embed_with_cache, load_embedder, resolve_spec
 
 __all__ = ["collect_chunks", "derive_query", "main", "recall_at", "run"]
 
@@ -58,6 +61,7 @@ _NL_QUESTIONS = Path(__file__).resolve().parent / "data" / "nl_stdlib_questions.
 _NL_PACKAGES = ("json", "urllib", "logging", "http", "concurrent", "tomllib")
 _DOCSTRING = re.compile(r'^\s*[rbuRBU]{0,2}(?P<quote>"""|\'\'\')\s*(?P<q>\S.*?)\s*(?P=quote)?\s*$')
 _COMMENT = re.compile(r"^\s*#\s*(?P<q>[A-Za-z].{8,})$")
+_FEATURES = {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8"}
 _DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
 
 
@@ -145,48 +149,28 @@ def run(chunks: int, minilm_chunks: int, queries: int, repeats: int, cache_dir: 
         return _run(chunks, minilm_chunks, queries, repeats, cache_dir, Path(tmp))
 
 
-class _Bulk:
-    """An ONNX graph used for bulk encoding, length-sorted batches of `batch` texts: measured to
-    decide whether ONNX Runtime should take over indexing (it did not here). The session is set
-    up for bulk work on busy cores: one thread per usable core, no inter-op pool, all graph
-    optimisations, and threads that sleep rather than spin while they wait (spinning measured
-    slower when other processes share the cores)."""
+def cpu_features() -> dict[str, Any]:
+    """The CPU as the kernel lists it and as the model libraries see it (they differ when
+    bench/avx2_only/run.sh hides features from CPUID), and what the bench was told it runs on."""
+    flags: set[str] = set()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    import torch
 
-    def __init__(self, name: str, model_file: Path, tokenizer_file: Path, batch: int = 32) -> None:
-        from index.embed.minilm import _OnnxQueries
+    from index.embed.bulk import _openvino
 
-        self.id, self.dim, self.batch = name, 384, batch
-        self.inner = _OnnxQueries(model_file, tokenizer_file)
-        threads = max(1, len(os.sched_getaffinity(0)))
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads  # bulk work: as many threads as torch uses
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        self.inner.session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
-
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        lengths = [len(e.ids) for e in self.inner.tokenizer.encode_batch(list(texts))]
-        order = np.argsort([-n for n in lengths], kind="stable")
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for start in range(0, len(texts), self.batch):
-            part = order[start : start + self.batch]
-            out[part] = self.inner.encode([texts[i] for i in part])
-        return out
-
-    def encode_query(self, text: str) -> np.ndarray:
-        return self.inner.encode([text])[0]
-
-
-def _int8(model_file: Path, out: Path) -> Path:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    quantize_dynamic(str(model_file), str(out), weight_type=QuantType.QInt8, per_channel=True)
-    return out
+    return {
+        "model": platform.processor() or platform.machine(),
+        "cores": len(os.sched_getaffinity(0)),
+        "kernel_flags": sorted(flags & _FEATURES),
+        "openvino_sees": _openvino().Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"),
+        "torch_sees": torch.backends.cpu.get_cpu_capability(),
+        "run_as": os.environ.get("BRIDGE_BENCH_CPU", "this CPU as it is"),
+    }
 
 
 def _nl_corpus() -> tuple[list[str], list[str]]:
@@ -220,8 +204,6 @@ def _run(
 ) -> dict[str, Any]:
     import torch
 
-    from index.embed.minilm import export_onnx, onnx_path
-
     texts = collect_chunks(chunks)
     sample = texts[:minilm_chunks]
     result: dict[str, Any] = {
@@ -237,23 +219,23 @@ def _run(
     reference.encode(sample[:8])  # first call pays one-off allocations; keep it out of every timing
     model = reference.model  # type: ignore[attr-defined]
 
+    result["cpu"] = cpu_features()
+    chosen = resolve_spec("minilm")
+    result["chosen"] = {"spec": chosen, "path": describe_path(chosen)}
     default = load_embedder("minilm", cache_dir=cache_dir)
-    graph = onnx_path(cache_dir, default.fingerprint)  # type: ignore[attr-defined]
     t0 = time.perf_counter()
-    if not graph.is_file():
-        export_onnx(default.folder, graph)  # type: ignore[attr-defined]
+    default.export_query_graph()  # type: ignore[attr-defined]  # exports the graph once per cache folder
     result["onnx_export_s"] = round(time.perf_counter() - t0, 2)
     t0 = time.perf_counter()
-    default.encode(sample[:8])  # converts the OpenVINO model on first use (once per cache folder)
+    default.encode(sample[:8])  # compiles the OpenVINO model on first use (once per cache folder)
     result["default_first_load_s"] = round(time.perf_counter() - t0, 2)
-    torch_bf16 = load_embedder("minilm", cache_dir=cache_dir)
-    torch_bf16.backend = "torch"  # type: ignore[attr-defined]
-    tokenizer = default.folder / "tokenizer.json"  # type: ignore[attr-defined]
+    int8 = load_embedder(INT8_SPEC, cache_dir=cache_dir)
+    t0 = time.perf_counter()
+    int8.encode(sample[:8])  # quantizes the graph on first use (once per cache folder)
+    result["int8_first_load_s"] = round(time.perf_counter() - t0, 2)
     candidates: dict[str, Any] = {
-        f"minilm (default: {default.backend} bulk, ONNX queries)": default,  # type: ignore[attr-defined]
-        "torch bf16 bulk (previous default)": torch_bf16,
-        "onnx fp32 bulk": _Bulk("onnx-fp32", graph, tokenizer),
-        "onnx int8 bulk": _Bulk("onnx-int8", _int8(graph, tmp / "int8.onnx"), tokenizer),
+        f"minilm ({describe_path('minilm').split(';')[0]})": default,
+        f"minilm-int8 ({describe_path(INT8_SPEC).split(';')[0]})": int8,
     }
     for emb in candidates.values():
         emb.encode(sample[:8])
@@ -289,8 +271,6 @@ def _run(
                           "speedup_vs_torch_raw": round(raw_s / min(seconds), 2),
                           "speedup_paired_median": round(float(np.median(paired)), 2),
                           "speedup_paired_min": round(min(paired), 2)}
-    result["default_backend"] = default.backend  # type: ignore[attr-defined]
-    result["default_bf16"] = default.bf16  # type: ignore[attr-defined]
 
     t0 = time.perf_counter()
     static = load_embedder("static", cache_dir=cache_dir)
@@ -337,8 +317,11 @@ def _run(
 
 
 def _table(result: dict[str, Any]) -> str:
-    m, s, q = result["minilm"], result["static"], result["quality"]
+    m, s, q, cpu = result["minilm"], result["static"], result["quality"], result["cpu"]
     rows = [
+        ("CPU", (f"{cpu['model']}, {cpu['cores']} cores; kernel flags {' '.join(cpu['kernel_flags'])}; "
+                 f"run as {cpu['run_as']}; torch sees {cpu['torch_sees']}, OpenVINO {' '.join(cpu['openvino_sees'])}")),
+        ("chosen by `bridge index` here", f"{result['chosen']['spec']}: {result['chosen']['path']}"),
         ("MiniLM raw SentenceTransformer.encode (fp32)",
          f"{m['raw_chunks_per_s']:.1f} chunks/s (median {m['raw_chunks_per_s_median']:.1f})"),
         ("MiniLM embed_with_cache, empty cache", (f"{m['cached_cold_chunks_per_s']:.1f} chunks/s "

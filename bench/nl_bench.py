@@ -52,7 +52,7 @@ from typing import Any
 from bridge.measure.evaluate import Question, QuestionResult, aggregate, ranked_files
 from bridge.measure.intervals import RESAMPLES, markdown_rows, versus
 from index.build import BuildOptions, build_index, fill_vectors
-from index.embed import load_embedder
+from index.embed import load_embedder, resolve_spec
 from index.search import MAX_K, Searcher, file_ranking
 from index.store import default_home
 from index.types import Selection
@@ -146,6 +146,7 @@ def load_sets(files: Sequence[Path]) -> list[dict[str, Any]]:
 def run(questions: list[dict[str, Any]], roots: dict[str, Path], work: Path, log: Any,
         questions_files: Sequence[Path] = (DEFAULT_QUESTIONS,), embedder_spec: str = "minilm",
         keep: bool = False) -> dict[str, Any]:
+    embedder_spec = resolve_spec(embedder_spec) or embedder_spec  # the MiniLM the indexes get here, loaded once
     embedder = load_embedder(embedder_spec, cache_dir=default_home() / "models")
     results: dict[str, dict[str, list[QuestionResult]]] = {}
     ranked: dict[str, dict[str, list[str]]] = {}
@@ -204,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=default_home() / "bench" / "nl")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--root", action="append", default=[], help="NAME=PATH: where a codebase is")
-    parser.add_argument("--embedder", default="minilm", help="minilm (the product's default) or static")
+    parser.add_argument("--embedder", default="minilm",
+                        help="minilm (the product's default: its int8 variant where the CPU has no bf16), minilm-int8 or static")
     parser.add_argument("--keep", action="store_true", help="update the indexes of an earlier run in --work")
     args = parser.parse_args(argv)
     started = time.perf_counter()
