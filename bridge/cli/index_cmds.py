@@ -48,7 +48,8 @@ def index_cmd(
     no_vectors: bool = typer.Option(False, "--no-vectors", help="Lexical (BM25) only; no embedding."),
     embedder: str | None = typer.Option(
         None, "--embedder",
-        help="minilm (bundled all-MiniLM-L6-v2; the default when the dense extra is installed, else BM25 only), "
+        help="minilm (bundled all-MiniLM-L6-v2; the default when the dense extra is installed, else BM25 only; "
+             "int8 where the CPU has no bf16, BRIDGE_MINILM_PRECISION=fp32 keeps float), minilm-int8, "
              "static (fast), or a sentence-transformers folder.",
     ),
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild from scratch, ignoring the previous index."),
@@ -137,11 +138,12 @@ def _embedder_spec(spec: str | None) -> str | None:
         require("faiss", "--embedder hash")
         return spec
     require(DENSE_MODULES, f"--embedder {spec}")
-    if spec in ("minilm", "minilm-torch", "static"):
+    if spec in ("minilm", "minilm-int8", "minilm-torch", "static"):
         return spec
     folder = Path(spec).expanduser()
     if not folder.is_dir():
-        fail(f"--embedder {spec!r} is none of minilm, minilm-torch, static or a folder: pass one, or a sentence-transformers folder")
+        fail(f"--embedder {spec!r} is none of minilm, minilm-int8, minilm-torch, static or a folder: "
+             "pass one, or a sentence-transformers folder")
     return str(folder.resolve())
 
 

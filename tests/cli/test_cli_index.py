@@ -179,3 +179,21 @@ def test_status_says_how_to_finish_subjects_an_interrupted_index_left_unembedded
 
     assert "`bridge index` embeds them" in _history_line({"commits": 3, "subjects_embedded": False}, True)
     assert _history_line({"commits": 3, "subjects_embedded": False}, False) == "history: 3 past commits"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_index_and_status_say_which_minilm_path_makes_the_vectors_and_why(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    idx = str(tmp_path / "idx")
+    monkeypatch.setenv("BRIDGE_MINILM_PRECISION", "int8")
+    built = bridge("index", str(repo), "--index-dir", idx)
+    assert built.returncode == 0, built.stderr
+    said = "embedder: minilm-int8 (int8 on ONNX Runtime, a stream per core; set by BRIDGE_MINILM_PRECISION)"
+    assert said in built.stdout
+    status = bridge("status", "--index-dir", idx, "--json")
+    assert json.loads(status.stdout)["embedder"] == "minilm-int8"
+    assert json.loads(status.stdout)["embedder_path"].startswith("int8 on ONNX Runtime")
+    found = bridge("search", "retry policy backoff", "--index-dir", idx, "--mode", "vector", "--json")
+    assert found.returncode == 0, found.stderr  # the int8 index answers vector searches with int8 queries
