@@ -202,6 +202,8 @@ def search_cmd(
     result = searcher.search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob)
     from bridge.server.render import counted, no_word_in_common
 
+    if result.note:  # e.g. vectors this install cannot read: searched without them (one line, on stderr)
+        console.print(f"note: {result.note}", markup=False, highlight=False)
     if json_out:
         from bridge.server.models import SearchCodeResult
 

@@ -26,7 +26,8 @@ def test_index_then_search_prints_the_promised_json(repo: Path, tmp_path: Path) 
     found = bridge("search", "retry policy backoff", "--index-dir", idx, "-k", "3", "--json")
     assert found.returncode == 0, found.stderr
     data = json.loads(found.stdout)
-    assert set(data) == {"query", "mode", "took_ms", "load_ms", "hits", "truncated", "index"}
+    assert set(data) == {"query", "mode", "took_ms", "load_ms", "hits", "truncated", "index", "note"}
+    assert data["note"] is None
     assert data["mode"] == "hybrid" and data["truncated"] is False
     assert set(data["index"]) == {"root", "files", "chunks", "embedded_chunks", "built_at", "stale_files"}
     hit = data["hits"][0]
