@@ -265,6 +265,7 @@ def status_cmd(
         "format_version": manifest.format_version,
         "history": _history_status(searcher),
         "new_files": None if milvus_uri else _new_files(searcher),
+        "note": searcher.dense_missing,  # e.g. vectors this install cannot read: counted as 0 embedded here
     }
     if json_out:
         emit_json(data)
@@ -275,6 +276,8 @@ def status_cmd(
         n = data["new_files"]
         console.print(f"{n} new {'file' if n == 1 else 'files'} on disk not indexed yet: run `bridge index {info.root}`")
     console.print(f"embedder: {manifest.embedder or 'none (lexical only)'}; embedded {data['embedded_fraction']:.0%}")
+    if searcher.dense_missing:
+        console.print(f"note: {searcher.dense_missing}", markup=False, highlight=False)
     console.print(_history_line(data["history"], manifest.embedder is not None, info.root))
 
 

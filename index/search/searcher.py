@@ -117,6 +117,11 @@ class Searcher:
         return self._gen.manifest
 
     @property
+    def dense_missing(self) -> str | None:
+        """Why this process searches without the index's vectors; None while it can read them (or has none)."""
+        return self._dense.missing
+
+    @property
     def root(self) -> Path:
         return Path(self.manifest.root)
 
@@ -198,7 +203,7 @@ class Searcher:
         load_ms = self._dense.load(gen) if mode != "lexical" and self._dense.has_vectors(gen) else 0.0
         question = Question.of(query)  # read once; a long report is searched without its pasted output
         scores, near = self._retrieve(gen, question, mode, allowed)
-        note = self._dense.missing if mode == "hybrid" and gen.manifest.embedder else None
+        note = self.dense_missing if mode == "hybrid" and gen.manifest.embedder else None
         lexical, dense, fused, order = _fused_order(scores, near)
         votes, pointed = NO_VOTES, None
         if mode == "hybrid":

@@ -127,6 +127,9 @@ def test_an_index_with_vectors_is_searched_with_bm25_without_the_dense_extra_and
         assert data["hits"][0]["path"] == "src/server.py"
         assert all(hit["vector_rank"] is None for hit in data["hits"])
 
+        code, _, err = bridge(capsys, "status", "--index-dir", str(index))
+        assert code == 0 and f"note: {NOT_READABLE}" in err.splitlines()
+
         code, _, err = bridge(capsys, "search", "parse_port invalid port number", "--index-dir", str(index), "--mode", "vector")
         assert code == 1
         assert last_line(err) == ("error: mode vector cannot run here: the index has vectors, but this install cannot "
