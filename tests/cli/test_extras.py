@@ -143,3 +143,13 @@ def test_an_index_with_vectors_is_searched_with_bm25_without_the_dense_extra_and
     assert data["note"] is None and "note:" not in err
     assert data["index"]["embedded_chunks"] == data["index"]["chunks"]
     assert any(hit["vector_rank"] is not None for hit in data["hits"])
+
+
+def test_what_an_index_of_each_embedder_lacks_without_the_dense_extra_is_named_faiss_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bridge.extras import dense_missing
+
+    assert dense_missing(None) is None
+    missing(monkeypatch, *DENSE_PACKAGES)
+    assert [dense_missing(spec) for spec in ("minilm", "hash:384", "static")] == ["faiss", "faiss", "faiss"]
