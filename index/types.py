@@ -70,6 +70,7 @@ class SearchResult:
     truncated: bool
     index: IndexInfo
     load_ms: float = 0.0  # one-off query-model load this search paid for; not part of took_ms
+    note: str | None = None  # why it searched otherwise than asked, e.g. without the index's vectors
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,9 @@ on, the answer shows only what the snippets back. The rules (bench/answer_bench.
   left with fewer than two words by that is dropped.
 
 `Grounder` works on pieces as they stream, so nothing is shown before it is checked; `ground` is the
-same on a whole text. One line at the end says what was withheld.
+same on a whole text. One line at the end says what was withheld. In process, a grounded model is also
+decoded without ``` blocks (bridge/chat/session.py, `Decoding.fences`): the bundled model's blocks were
+inventions withheld whole, and the prose it writes instead keeps what it names (bench/RESULTS.md).
 """
 
 from __future__ import annotations

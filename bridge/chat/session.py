@@ -121,9 +121,10 @@ class ChatSession:
         self.history: list[Message] = []
         self.last: Turn | None = None
         self._system = system_prompt()
-        self.decoding: Decoding = decoding_for(runtime.info.model)
         # A small model's answers show only code and citations the retrieved snippets hold (bridge/chat/grounding.py).
         self.grounded = grounds(settings.grounding, facts.parameters if facts is not None else None)
+        # Grounded, it writes no ``` block: its blocks were inventions, withheld whole, and its answer with them.
+        self.decoding: Decoding = replace(decoding_for(runtime.info.model), fences=not self.grounded)
 
     def _limit(self) -> int:
         return kv_limit(self.runtime.info.n_ctx, self.kv_bytes_per_token, self.settings.kv_budget)

@@ -223,6 +223,8 @@ def search_cmd(
     result = searcher.search(query, k=k, mode=mode, max_tokens=max_tokens, path_glob=path_glob)
     from bridge.server.render import counted, no_word_in_common
 
+    if result.note:  # e.g. vectors this install cannot read: searched without them (one line, on stderr)
+        console.print(f"note: {result.note}", markup=False, highlight=False)
     if json_out:
         from bridge.server.models import SearchCodeResult
 
@@ -285,6 +287,7 @@ def status_cmd(
         "format_version": manifest.format_version,
         "history": _history_status(searcher),
         "new_files": None if milvus_uri else _new_files(searcher),
+        "note": searcher.dense_missing,  # e.g. vectors this install cannot read: counted as 0 embedded here
     }
     if json_out:
         emit_json(data)
@@ -295,6 +298,8 @@ def status_cmd(
         n = data["new_files"]
         console.print(f"{n} new {'file' if n == 1 else 'files'} on disk not indexed yet: run `bridge index {info.root}`")
     console.print(f"{_embedder_line(manifest.embedder)}; embedded {data['embedded_fraction']:.0%}")
+    if searcher.dense_missing:
+        console.print(f"note: {searcher.dense_missing}", markup=False, highlight=False)
     console.print(_history_line(data["history"], manifest.embedder is not None, info.root))
 
 

@@ -42,6 +42,8 @@ class _StartupOutput:
             console.print(f"{name}: vectors {value.embedded_chunks}/{value.chunks} chunks")
         elif kind == "error":
             console.print(f"[red]{name}: {value}[/]", markup=True)
+        elif kind == "notice":
+            console.print(f"{name}: {value}", markup=False)
 
 
 def _audit_path(value: str) -> Path | None:

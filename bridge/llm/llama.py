@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bridge.errors import BudgetError, MissingExtra, ModelError, RuntimeUnavailable
 from bridge.llm.gguf import CACHE_GGML_TYPE, CacheType, ModelFacts, bundled_model_path, choose_n_ctx, read_gguf
 from bridge.llm.runtime import (
@@ -146,6 +148,7 @@ class LlamaCppRuntime:
         self._formatter = self._make_formatter(template)
         self._counter = LlamaTokenCounter(self._llama)
         self._overhead: TemplateOverhead | None = None
+        self._ticks: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # per token: has ``, starts/ends with `
         self._info = RuntimeInfo(
             kind="llama.cpp",
             model=str(path),
@@ -189,6 +192,16 @@ class LlamaCppRuntime:
         if self._overhead is None:
             self._overhead = measure_overhead(self.count_messages, self.count_tokens)
         return self._overhead
+
+    def _no_fences(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Logits with every token that would write two backticks in a row ruled out (no ``` fence)."""
+        if self._ticks is None:
+            pieces = [self._llama.detokenize([t]) for t in range(self._llama.n_vocab())]
+            self._ticks = (np.array([b"``" in p for p in pieces]), np.array([p.startswith(b"`") for p in pieces]),
+                           np.array([p.endswith(b"`") for p in pieces]))
+        double, starts, ends = self._ticks
+        banned = double | starts if len(input_ids) and ends[input_ids[-1]] else double
+        return np.where(banned, -np.inf, scores).astype(scores.dtype)
 
     def _reuse_prefix(self, tokens: list[int]) -> int:
         """Keep the KV cache for the longest common prefix with the last prompt; return its length."""
@@ -238,6 +251,7 @@ class LlamaCppRuntime:
             repeat_penalty=d.repeat_penalty,
             frequency_penalty=d.frequency_penalty,
             presence_penalty=d.presence_penalty,
+            logits_processor=None if d.fences else [self._no_fences],
         ):
             if self._is_eog(self._vocab, token):
                 finish = "stop"

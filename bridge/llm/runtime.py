@@ -80,6 +80,9 @@ class Decoding:
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
     seed: int = 0
+    # False: no two backticks in a row, so the model cannot open a ``` code block (llama.cpp in process
+    # only). A grounded small model's code blocks are its inventions (bridge/chat/grounding.py).
+    fences: bool = True
 
 
 GREEDY = Decoding()

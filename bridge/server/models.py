@@ -60,6 +60,7 @@ class SearchCodeResult(BaseModel):
     hits: list[HitModel] = Field(description="In rank order; together at most max_tokens tokens.")
     truncated: bool = Field(description="True when the last hit was cut (or hits dropped) to fit max_tokens.")
     index: IndexInfoModel
+    note: str | None = Field(None, description="Why it searched otherwise than asked (e.g. lexical only, and why).")
 
     @classmethod
     def from_result(cls, result: SearchResult) -> SearchCodeResult:

@@ -78,8 +78,10 @@ def render_search(result: SearchCodeResult, repo: str, reindexing: bool = False,
     cut = ", cut to fit max_tokens" if result.truncated else ""
     lines = [
         f"{counted(len(result.hits), 'hit')} for {echo(result.query)!r} in {repo} ({result.mode}, {tokens} tokens{cut}); "
-        f"{_freshness(result.index, reindexing, vectors)}"
+        f"{_freshness(result.index, reindexing, vectors and result.note is None)}"
     ]
+    if result.note:
+        lines.append(f"Note: {result.note}.")
     for hit in result.hits:
         symbol = f"  {hit.symbol}" if hit.symbol else ""
         why = "".join(f"\n{line}" for line in hit.evidence)

@@ -15,20 +15,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bridge.errors import ServeError, ToolInputError
-from bridge.extras import DENSE_MODULES, installed
+from bridge.extras import DENSE_MODULES, dense_missing, installed
 from bridge.server.memory import limit_arenas, trim
 from bridge.server.spec import RepoSpec, served_names
 from index.build import BuildOptions, BuildReport, LiveIndex, build_index, selection_from_json
 from index.errors import IndexingError
 from index.files import resolve_path
 from index.milvus import MilvusStore, build_milvus
-from index.search import Searcher
+from index.search import Searcher, lexical_only
 from index.store import IndexDir, Manifest, default_index_dir
 from index.types import Progress, Selection
 
 __all__ = ["Repo", "RepoSet", "RepoSpec", "RepoStatus", "open_repo", "open_repos", "options_from_manifest"]
 
-EventFn = Callable[[str, str, object], None]  # (repo name, "build" | "fill" | "error", report or exception)
+EventFn = Callable[[str, str, object], None]  # (repo name, "build" | "fill" | "error" | "notice", report, exception or text)
 ProgressFn = Callable[[str, Progress], None]  # (repo name, progress of an initial build)
 
 
@@ -236,6 +236,8 @@ def open_repo(
         options = replace(options, embedder=spec.embedder)
     if not existed:
         build_index(root, index_dir, options, lambda p: on_progress(name, p))
+    # Vectors this install cannot read (no dense extra) are neither filled nor searched, and kept as they are.
+    lacking = dense_missing(options.embedder)
     searcher = Searcher(index_dir)
     holder: list[Repo] = []
 
@@ -244,11 +246,13 @@ def open_repo(
             holder[0].note(kind, value)
         on_event(name, kind, value)
 
-    live = _TrackedLiveIndex(root, index_dir, options, event)
+    live = _TrackedLiveIndex(root, index_dir, options, event, fill=lacking is None)
     repo = Repo(name, root, index_dir, options, searcher, live, watch, event)
     holder.append(repo)
     live.start(watch=watch)
-    if options.embedder:
+    if lacking is not None:
+        on_event(name, "notice", lexical_only(lacking))
+    elif options.embedder:
         repo.warm_up()
     if watch and existed:
         repo.catch_up()
@@ -327,7 +331,7 @@ def open_repos(
         for repo in opened:
             repo.close()
         raise
-    if any(repo.options.embedder for repo in opened):
+    if any(repo.options.embedder and dense_missing(repo.options.embedder) is None for repo in opened):
         _one_faiss_thread()
     return RepoSet(opened)
 

@@ -85,8 +85,12 @@ class LiveIndex:
         options: BuildOptions,
         on_event: EventFn = lambda *_: None,
         isolate_builds: bool = True,
+        fill: bool = True,
     ) -> None:
+        """`fill`: embed in the background (False where this install cannot compute the vectors: builds
+        keep the index's embedder, and the vectors wait for an install that can)."""
         self.root, self.index_dir, self.options = Path(root), Path(index_dir), options
+        self._fills = fill and bool(options.embedder)
         self._isolate = isolate_builds
         self._pools: dict[str, ProcessPoolExecutor] = {}
         self._worker_stop = multiprocessing.get_context("spawn").Event() if isolate_builds else None
@@ -106,7 +110,7 @@ class LiveIndex:
         finally:
             self._rebuilding.clear()
         self._on_event("build", report)
-        if self.options.embedder:
+        if self._fills:
             self._fill_wanted.set()
         return report
 
@@ -139,7 +143,7 @@ class LiveIndex:
             raise IndexingError(f"the {kind} worker for {self.root} died: run `bridge index {self.root}`") from None
 
     def start(self, watch: bool = True) -> None:
-        if self.options.embedder:
+        if self._fills:
             self._fill_wanted.set()
             self._spawn(self._fill_loop, "bridge-embed")
         if watch:

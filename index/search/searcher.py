@@ -10,6 +10,8 @@ when fewer than k files have any evidence. Under a token budget a report's lead 
 several of its chunks, and each other hit a few lines (index/search/lead.py).
 `lexical` and `vector` are the two single retrievers, ranked chunk by chunk. Every mode searches a
 report longer than 4 KB by its focused text (index/rank/focus.py: its pasted output left out).
+An index whose vectors this install cannot read (no dense extra) is searched as one without vectors,
+and the result's `note` says so (index/search/dense.py).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from index.errors import BadQuery, CorruptIndex, IncompatibleIndex, NoIndex
-from index.history import History, LiveHistory, SubjectEncoder, SubjectVectors
+from index.errors import BadQuery, CorruptIndex, NoIndex
+from index.history import History, LiveHistory, SubjectVectors
 from index.rank import (
     DENSE_CHUNKS,
     SIGNALS,
@@ -39,6 +41,7 @@ from index.rank import (
     rrf,
     top_k,
 )
+from index.search.dense import QueryModel
 from index.search.hits import chunk_chooser, files_first, focus_lines, marked_stale, merge_hits, pack_for, pointers
 from index.search.lead import lead_candidates, pack_lead
 from index.search.source import Generation, LocalStore, Store
@@ -82,11 +85,9 @@ class Searcher:
             store = LocalStore(index_dir)
         self.store = store
         self.max_query_bytes = max_query_bytes
-        self._loader = embedder_loader
         self._lock = threading.RLock()
-        self._embed_lock = threading.Lock()  # loading and running the query embedder
+        self._dense = QueryModel(embedder_loader)
         self._gen: Generation | None = None
-        self._embedder: Embedder | None = None
         self._stale = StaleCount()
         folder = getattr(store, "path", None)  # only a local index folder keeps history; Milvus has none
         self._history = LiveHistory(folder) if isinstance(folder, Path) else None
@@ -118,6 +119,11 @@ class Searcher:
         return self._gen.manifest
 
     @property
+    def dense_missing(self) -> str | None:
+        """Why this process searches without the index's vectors; None while it can read them (or has none)."""
+        return self._dense.missing
+
+    @property
     def root(self) -> Path:
         return Path(self.manifest.root)
 
@@ -132,21 +138,7 @@ class Searcher:
                             (lambda vectors, title: self._read_title(gen, vectors, title)) if subjects else None)
 
     def _read_title(self, gen: Generation, vectors: SubjectVectors, title: str) -> np.ndarray | None:
-        """The title's vector by the model that made the history's subject vectors (index/history/subjects.py),
-        or None when that model is not the one loaded."""
-        encoder = self._subject_encoder(gen, vectors.spec)
-        with self._embed_lock:  # one query model call at a time, as for the chunks' vectors
-            return encoder.encode_query(title) if encoder.embedder.id == vectors.model_id else None
-
-    def _subject_encoder(self, gen: Generation, spec: str) -> SubjectEncoder:
-        """The model that reads titles against subject vectors of `spec`: the chunk embedder when it
-        is that model, else the process's one copy (index/history/subjects.py loads each model once)."""
-        if spec == gen.manifest.embedder and self._has_vectors(gen):
-            self._load_embedder(gen)
-            chunk_embedder = self._embedder
-            assert chunk_embedder is not None
-            return SubjectEncoder(spec, lambda _spec: chunk_embedder)
-        return SubjectEncoder(spec)
+        return self._dense.read_title(gen, vectors, title)
 
     def warm(self) -> None:
         """Load the live generation and everything a hybrid search reads from it (vectors, file
@@ -155,17 +147,17 @@ class Searcher:
         self.refresh()
         gen = self._gen
         assert gen is not None
-        gen.vectors()
+        self._dense.vectors(gen)
         gen.files.prepare()
         history = self.history()
         if history is not None:
             history.commit_text()
             if history.subjects is not None:
-                self._subject_encoder(gen, history.subjects.spec).embedder  # noqa: B018 - load it now
+                self._dense.warm_subjects(gen, history.subjects.spec)
 
     def embedded_chunks(self) -> int:
         assert self._gen is not None
-        vectors = self._gen.vectors()
+        vectors = self._dense.vectors(self._gen)
         return vectors.count if vectors else 0
 
     def verify(self) -> None:
@@ -178,7 +170,7 @@ class Searcher:
         ids = sorted({int(firsts.min()), int(ends.max()) - 1}) if len(firsts) else []
         if len(gen.chunks(ids)) != len(ids):
             raise CorruptIndex(f"index at {self.store.location} lost chunk rows: run `bridge index --rebuild`")
-        if gen.vectors() is not None:
+        if self._dense.vectors(gen) is not None:
             gen.vector_meta()
 
     def info(self, fresh: bool = False) -> IndexInfo:
@@ -193,42 +185,6 @@ class Searcher:
         gen = self._gen
         assert gen is not None
         return self._stale.get(gen.name, Path(gen.manifest.root), gen.manifest.files, fresh)
-
-    def _load_embedder(self, gen: Generation) -> float:
-        """Load the query embedder if it is not loaded yet; the milliseconds that took (0 if it was)."""
-        with self._embed_lock:
-            if self._embedder is not None:
-                return 0.0
-            t0 = time.perf_counter()
-            spec = gen.manifest.embedder
-            if self._loader is None:
-                from index.embed import load_embedder
-                from index.store import default_home
-
-                embedder = load_embedder(spec or "", cache_dir=default_home() / "models")
-            else:
-                embedder = self._loader(spec or "")
-            meta = gen.vector_meta()
-            if meta.get("embedder_id") != embedder.id:
-                raise IncompatibleIndex(
-                    f"index vectors were made by {meta.get('embedder_id')}, not {embedder.id}: "
-                    "run `bridge index --rebuild`"
-                )
-            # A lazy embedder (index/embed/minilm.py) builds its query model on first use: do it now,
-            # so that the one-off cost is counted as load, not as search.
-            prepare = getattr(embedder, "query_model", None)
-            if callable(prepare):
-                prepare()
-            self._embedder = embedder
-            return (time.perf_counter() - t0) * 1000
-
-    def _query_vector(self, gen: Generation, query: str) -> np.ndarray:
-        if gen.manifest.embedder is None:
-            raise NoIndex(f"the index of {gen.manifest.root} has no vectors: run `bridge index` without --no-vectors")
-        self._load_embedder(gen)
-        with self._embed_lock:
-            assert self._embedder is not None
-            return self._embedder.encode_query(query)
 
     def search(
         self,
@@ -246,9 +202,10 @@ class Searcher:
         gen = self._gen
         assert gen is not None
         allowed = glob_mask(gen.paths, path_glob)
-        load_ms = self._load_embedder(gen) if mode != "lexical" and self._has_vectors(gen) else 0.0
+        load_ms = self._dense.load(gen) if mode != "lexical" and self._dense.has_vectors(gen) else 0.0
         question = Question.of(query)  # read once; a long report is searched without its pasted output
         scores, near = self._retrieve(gen, question, mode, allowed)
+        note = self.dense_missing if mode == "hybrid" and gen.manifest.embedder else None
         lexical, dense, fused, order = _fused_order(scores, near)
         votes, pointed, choose = NO_VOTES, None, None
         if mode == "hybrid":
@@ -270,7 +227,7 @@ class Searcher:
         else:
             hits, truncated = pack_for(hits, max_tokens, question, pointed, gen.files.paths)
         took = (time.perf_counter() - t0) * 1000 - load_ms
-        return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms)
+        return SearchResult(query, mode, took, tuple(hits), truncated, self.info(), load_ms, note)
 
     def _open(self, query: str) -> tuple[Generation, Question]:
         """The live generation and the question read once, after the checks a hybrid search makes."""
@@ -279,10 +236,6 @@ class Searcher:
         self.refresh()
         assert self._gen is not None
         return self._gen, Question.of(query)
-
-    def _has_vectors(self, gen: Generation) -> bool:
-        vectors = gen.vectors() if gen.manifest.embedder else None
-        return vectors is not None and vectors.count > 0
 
     def _retrieve(
         self, gen: Generation, question: Question, mode: str, allowed: np.ndarray | None
@@ -293,16 +246,19 @@ class Searcher:
         if mode in ("hybrid", "lexical"):
             scores = _masked(gen.bm25(question.terms, allowed), allowed)
         if mode in ("hybrid", "vector"):
-            vectors = gen.vectors() if gen.manifest.embedder else None
-            if vectors is None or vectors.count == 0:
-                if mode == "vector":
-                    raise NoIndex(
-                        "this index has no vectors yet: run `bridge index REPO` without --no-vectors, "
-                        "or use --mode lexical"
-                    )
-            else:
+            vectors = self._dense.vectors(gen)
+            query_vector = self._dense.encode(gen, question.text) if vectors is not None and vectors.count else None
+            if vectors is not None and query_vector is not None:
                 wanted = DENSE_CHUNKS if mode == "hybrid" else _CANDIDATES
-                near = vectors.top(self._query_vector(gen, question.text), wanted, allowed)
+                near = vectors.top(query_vector, wanted, allowed)
+            elif mode == "vector" and self._dense.missing is not None:
+                raise NoIndex(f"mode vector cannot run here: {self._dense.missing.removeprefix('lexical only: ')}; "
+                              "use mode hybrid or lexical")
+            elif mode == "vector":
+                raise NoIndex(
+                    "this index has no vectors yet: run `bridge index REPO` without --no-vectors, "
+                    "or use --mode lexical"
+                )
         return scores, near
 
     def _hits(

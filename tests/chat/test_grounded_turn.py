@@ -83,6 +83,15 @@ def test_a_large_model_or_free_grounding_keeps_the_answer_as_written(retriever: 
         assert turn.checked.grounding is None  # type: ignore[attr-defined]
 
 
+def test_a_grounded_small_model_is_decoded_without_code_fences_and_a_large_one_with_them(retriever: McpRetriever) -> None:
+    def fences(parameters: int, grounding: str = "auto") -> bool:
+        chat = ChatSession(InventingRuntime(parameters), retriever, Settings(mode="lexical", grounding=grounding))  # type: ignore[arg-type]
+        return chat.decoding.fences
+
+    assert not fences(134_515_008)  # its blocks were inventions, withheld whole (bridge/chat/session.py)
+    assert fences(8_030_261_248) and fences(134_515_008, "free")
+
+
 def test_the_ask_report_says_what_grounding_withheld(retriever: McpRetriever) -> None:
     runtime = InventingRuntime(134_515_008)
     turn = ChatSession(runtime, retriever, Settings(mode="lexical")).ask("parse_config settings")

