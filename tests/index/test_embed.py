@@ -174,7 +174,7 @@ def test_embedder_returning_the_wrong_shape_is_refused(tmp_path: Path) -> None:
 
 
 def test_unknown_spec_is_an_error_that_lists_the_choices() -> None:
-    with pytest.raises(EmbedderError, match="unknown embedder 'bert-huge'.*'minilm', 'static', 'hash'"):
+    with pytest.raises(EmbedderError, match="unknown embedder 'bert-huge'.*'minilm', 'minilm-int8', 'static', 'hash'"):
         load_embedder("bert-huge")
 
 
