@@ -192,7 +192,7 @@ def test_index_and_status_say_which_minilm_path_makes_the_vectors_and_why(
     built = bridge("index", str(repo), "--index-dir", idx)
     assert built.returncode == 0, built.stderr
     said = "embedder: minilm-int8 (int8 on ONNX Runtime, a stream per core; set by BRIDGE_MINILM_PRECISION)"
-    assert said in " ".join(built.stdout.split())  # the console wraps long lines
+    assert said in " ".join(built.stderr.split())  # human output goes to stderr, and the console wraps long lines
     status = bridge("status", "--index-dir", idx, "--json")
     assert json.loads(status.stdout)["embedder"] == "minilm-int8"
     assert json.loads(status.stdout)["embedder_path"].startswith("int8 on ONNX Runtime")

@@ -1,4 +1,4 @@
-"""MiniLM in int8 (ONNX Runtime) where the CPU has no bf16 in hardware: chosen at build time, kept
+"""MiniLM in int8 (ONNX Runtime) where the CPU has no AMX: chosen at build time, kept
 by an index that has it, never mixed with the float32 vectors, close to them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from index.build.pipeline import BuildOptions, build_index
-from index.embed import INT8_SPEC, describe_path, load_embedder, resolve_spec
+from index.embed import INT8_SPEC, describe_path, load_embedder, minilm, resolve_spec
 from index.embed.int8 import quantize_int8
 from index.errors import EmbedderError
 from index.history import subject_spec
@@ -30,6 +30,16 @@ def test_the_precision_variable_decides_which_minilm_a_new_index_gets(
 ) -> None:
     monkeypatch.setenv(PRECISION, precision)
     assert resolve_spec("minilm") == chosen
+
+
+@pytest.mark.parametrize(("amx", "chosen"), [(True, "minilm"), (False, INT8_SPEC)])
+def test_a_new_index_gets_bf16_where_the_cpu_has_amx_and_int8_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, amx: bool, chosen: str
+) -> None:
+    monkeypatch.delenv(PRECISION, raising=False)
+    monkeypatch.setattr(minilm, "has_amx", lambda: amx)
+    assert resolve_spec("minilm") == chosen
+    assert describe_path(chosen).endswith("this CPU has AMX" if amx else "this CPU has no AMX")
 
 
 def test_other_embedders_are_never_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
