@@ -11,7 +11,9 @@ which a fixed random sample is used. In one run it measures
 4. `embed_with_cache` again with the cache warm (no encoding at all),
 5. side by side on the same MiniLM sample, the two MiniLM paths an index can get: `minilm`
    (OpenVINO, in bf16 where the CPU has it in hardware, else float32) and `minilm-int8` (ONNX
-   Runtime, dynamic int8), and which of them `bridge index` would choose here.
+   Runtime, dynamic int8), and which of them `bridge index` would choose here,
+6. the query latency of both paths (one `encode_query` at a time, taking turns): the derived
+   queries below, and whole chunks (256 word pieces, as much as a pasted bug report is read).
 
 The CPU is recorded as the kernel lists it and as torch and OpenVINO see it. To measure an
 AVX2-only CPU on a machine with more, run the bench under bench/avx2_only/run.sh, which hides
@@ -40,6 +42,7 @@ import os
 import platform
 import random
 import re
+import statistics
 import sys
 import sysconfig
 import tempfile
@@ -307,6 +310,8 @@ def _run(
     for name in candidates:
         quality[name]["recall@10_vs_torch"] = round(quality[name]["recall@10"] / base["recall@10"], 3)
         backends[name].update(quality[name])
+    for name, latency in _query_latency(candidates, query_texts, sample[:_LONG_QUERIES]).items():
+        backends[name].update(latency)
     result["backends"] = backends
     result["quality"] = {
         "queries": len(derived), "query_kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
@@ -314,6 +319,25 @@ def _run(
         **quality,
     }
     return result
+
+
+_LONG_QUERIES = 40  # whole chunks as queries: 256 word pieces, as long as a pasted bug report is read
+
+
+def _query_latency(candidates: dict[str, Any], short: Sequence[str], long: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Median ms of one `encode_query`, a query at a time as search makes them, the candidates taking
+    turns on each text: the derived self-retrieval queries (a few words to a line) and whole chunks."""
+    out: dict[str, dict[str, float]] = {name: {} for name in candidates}
+    for kind, texts in (("short", short), ("long", long)):
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        for text in texts:
+            for name, emb in candidates.items():
+                t0 = time.perf_counter()
+                emb.encode_query(text)
+                times[name].append((time.perf_counter() - t0) * 1000)
+        for name, ms in times.items():
+            out[name][f"query_ms_{kind}_p50"] = round(statistics.median(ms), 2)
+    return out
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -332,6 +356,8 @@ def _table(result: dict[str, Any]) -> str:
         rows.append((f"{name}, empty cache", (
             f"{b['chunks_per_s']:.1f} chunks/s (median {b['chunks_per_s_median']:.1f}; {b['speedup_vs_torch_raw']:.2f}x "
             f"torch best/best, per round median {b['speedup_paired_median']:.2f}x, min {b['speedup_paired_min']:.2f}x)")))
+        rows.append((f"{name}, one query p50", (
+            f"{b['query_ms_short_p50']:.1f} ms a line, {b['query_ms_long_p50']:.1f} ms 256 word pieces")))
     rows += [
         ("static raw StaticModel.encode", f"{s['raw_chunks_per_s']:.0f} chunks/s"),
         ("static embed_with_cache, empty cache", (f"{s['cached_cold_chunks_per_s']:.0f} chunks/s "
