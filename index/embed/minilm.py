@@ -4,9 +4,9 @@ Measured here (bench/embed_bench.py, bench/RESULTS.md):
 
 - Bulk encoding (indexing) runs on OpenVINO (index/embed/bulk.py), in bfloat16 where the CPU
   has it in hardware: the same vectors to a cosine of 0.9999 and the same recall, at 4-6x plain
-  float32 torch with AMX, 2.6x with AVX512-BF16 alone. Without openvino (or with
+  float32 torch with AMX, 2.8x with AVX512-BF16 alone. Without openvino (or with
   BRIDGE_MINILM_BULK=torch) it runs on torch, in bf16 where fast (about 2x). Where the CPU has no
-  bf16, float32 gains little (1.25x on AVX2), so a new index there gets the int8 path
+  bf16, float32 gains little (1.25-1.4x on AVX2), so a new index there gets the int8 path
   (index/embed/int8.py, 2.0-2.3x), which makes different vectors.
 - A query is one text. Importing torch and building a SentenceTransformer costs seconds and
   hundreds of MB; a graph exported once, locally, from the bundled weights needs only a runtime
@@ -83,7 +83,7 @@ def choose_minilm() -> str:
     """The MiniLM a new index should use here: 'minilm' (float32 vectors, bf16 arithmetic where the
     CPU has it in hardware) or INT8_SPEC where it has not and ONNX Runtime is installed: there
     float32 runs at about plain torch's speed and int8 at twice it, with recall held (bench/RESULTS.md).
-    Where bf16 is in hardware but AMX is not, int8 is faster still (3.0x against 2.6x) but lost 4 of
+    Where bf16 is in hardware but AMX is not, int8 is faster still (3.1x against 2.8x) but lost 4 of
     180 fresh questions' first places, so bf16 keeps the vectors of plain torch there
     (bench/DECISIONS.md). BRIDGE_MINILM_PRECISION=int8 or bf16/fp32 decides instead of the CPU."""
     import importlib.util
