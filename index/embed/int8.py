@@ -1,20 +1,21 @@
 """MiniLM in int8 on ONNX Runtime: the path for CPUs without bfloat16 in hardware (AVX2-only laptops
 and servers), where the float32 paths run at about plain torch's speed.
 
-Measured with bench/embed_bench.py on an AVX2-only CPU (an AMD EPYC with its AVX-512 and VNNI
-hidden by bench/avx2_only.sh), 40-line stdlib pieces, against plain float32 torch in the same run
-(bench/RESULTS.md has the current figures):
+Measured with bench/embed_bench.py on an AVX2-only CPU (an AMD EPYC with its AVX-512, VNNI and
+bf16 hidden by bench/avx2_only/run.sh), 40-line stdlib pieces, against plain float32 torch in the
+same run (bench/RESULTS.md has the current figures, bench/DECISIONS.md what was tried):
 
 - The graph is the exported float32 MiniLM (index/embed/minilm.py) with ONNX Runtime's dynamic
-  quantization: weights int8 per output channel, activations quantized per batch at run time. No
-  calibration set, so the vectors depend on the weights alone. Per tensor was as fast and as close;
-  ONNX Runtime's fused BERT graph (Attention, SkipLayerNormalization) quantized this way lost
-  recall (cosine to torch 0.92), and OpenVINO ran these graphs no faster than its float32.
+  quantization: weights int8 per output channel in 7 bits (`reduce_range`), activations quantized
+  per run. No calibration set, so the vectors depend on the weights alone. With 8-bit weights the
+  AVX2 kernels (no VNNI) saturate their 16-bit sums, so the same graph gave other vectors there than
+  on a CPU with VNNI (cosine 0.974 between the two at worst); with 7 bits no sum saturates and the
+  two agree to 0.997, at the same speed on both.
 - Vectors stay close to torch's (cosine 0.99 on average) but are not the same function, so they
-  carry their own embedder id (`minilm-int8:…`) and never mix with float32 vectors in the cache.
+  carry their own embedder id (`minilm-int8:…`, with the quantization's version) and never mix with
+  float32 vectors in the cache.
 - One ONNX Runtime session per usable core, one thread each, each taking the next text as soon as
-  it is free: the layout of the OpenVINO bulk path (index/embed/bulk.py), for the same reason. On
-  shared cores one session with two threads measured 2.1x torch, two single-thread sessions 3.4x.
+  it is free: the layout of the OpenVINO bulk path (index/embed/bulk.py), for the same reason.
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ from index.embed.feed import load_tokenizer, padded_feed
 from index.embed.quiet import quiet
 from index.errors import EmbedderError
 
-__all__ = ["OnnxStreams", "int8_onnx_path", "quantize_int8"]
+__all__ = ["INT8_VERSION", "OnnxStreams", "int8_onnx_path", "quantize_int8"]
 
-_INT8_VERSION = 1  # bump when the quantization changes: the vectors, and so the embedder id's graph, change
+INT8_VERSION = 2  # bump when the quantization changes: the vectors change, and so do the file and the embedder id
 
 
 def int8_onnx_path(cache_dir: Path, fingerprint: str) -> Path:
     """Where the int8 graph of the MiniLM with this fingerprint is kept."""
-    return cache_dir / "onnx" / f"minilm-{fingerprint}-int8-v{_INT8_VERSION}.onnx"
+    return cache_dir / "onnx" / f"minilm-{fingerprint}-int8-v{INT8_VERSION}.onnx"
 
 
 def quantize_int8(source: Path, target: Path) -> Path:
@@ -58,7 +59,7 @@ def quantize_int8(source: Path, target: Path) -> Path:
     logging.getLogger().addFilter(advice)
     try:
         with quiet():
-            quantize_dynamic(str(source), scratch, weight_type=QuantType.QInt8, per_channel=True)
+            quantize_dynamic(str(source), scratch, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
         os.replace(scratch, target)
     except Exception as exc:  # onnx and onnxruntime raise their own types for unreadable graphs
         raise EmbedderError(f"cannot quantize {source} ({exc}): delete it to export it again") from exc

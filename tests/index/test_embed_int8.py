@@ -10,7 +10,7 @@ import pytest
 
 from index.build.pipeline import BuildOptions, build_index
 from index.embed import INT8_SPEC, describe_path, load_embedder, minilm, resolve_spec
-from index.embed.int8 import quantize_int8
+from index.embed.int8 import INT8_VERSION, quantize_int8
 from index.errors import EmbedderError
 from index.history import subject_spec
 from index.store.layout import IndexDir
@@ -60,7 +60,7 @@ def test_an_index_keeps_the_minilm_it_was_built_with_until_it_is_rebuilt(
 
 def test_int8_vectors_have_their_own_embedder_id_so_the_cache_never_mixes_them() -> None:
     assert load_embedder("minilm").id != load_embedder(INT8_SPEC).id
-    assert load_embedder(INT8_SPEC).id.startswith("minilm-int8:")
+    assert load_embedder(INT8_SPEC).id.startswith(f"minilm-int8:all-MiniLM-L6-v2-q{INT8_VERSION}@")  # a new quantization, a new id
 
 
 def test_commit_subjects_use_the_same_minilm_as_the_chunks() -> None:
