@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--root", action="append", default=[], help="NAME=PATH: where a codebase is")
     parser.add_argument("--embedder", default="minilm",
-                        help="minilm (the product's default: its int8 variant where the CPU has no bf16), minilm-int8 or static")
+                        help="minilm (the product's default: its int8 variant where the CPU has no AMX), minilm-int8 or static")
     parser.add_argument("--keep", action="store_true", help="update the indexes of an earlier run in --work")
     args = parser.parse_args(argv)
     started = time.perf_counter()

@@ -49,7 +49,7 @@ def index_cmd(
     embedder: str | None = typer.Option(
         None, "--embedder",
         help="minilm (bundled all-MiniLM-L6-v2; the default when the dense extra is installed, else BM25 only; "
-             "int8 where the CPU has no bf16, BRIDGE_MINILM_PRECISION=fp32 keeps float), minilm-int8, "
+             "int8 where the CPU has no AMX, BRIDGE_MINILM_PRECISION=fp32 keeps float), minilm-int8, "
              "static (fast), or a sentence-transformers folder.",
     ),
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild from scratch, ignoring the previous index."),

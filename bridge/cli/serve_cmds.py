@@ -79,7 +79,7 @@ def serve_cmd(
     no_watch: bool = typer.Option(False, "--no-watch", help="Do not re-index when files change (use the refresh_index tool)."),
     embedder: str | None = typer.Option(
         None, "--embedder",
-        help="For a new index: minilm (default; int8 where the CPU has no bf16), minilm-int8, static or hash; "
+        help="For a new index: minilm (default; int8 where the CPU has no AMX), minilm-int8, static or hash; "
              "an existing index keeps its own.",
     ),
     no_vectors: bool = typer.Option(False, "--no-vectors", help="Lexical (BM25) only."),

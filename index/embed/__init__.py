@@ -2,7 +2,7 @@
 
     backends   the Embedder protocol; MiniLM (bundled), static (model2vec, distilled from it), hash (tests)
     minilm     the default MiniLM: ONNX query side, bulk encoding through bulk (OpenVINO bf16) or torch;
-               `resolve_spec` picks its int8 variant (int8: ONNX Runtime) where the CPU has no bf16
+               `resolve_spec` picks its int8 variant (int8: ONNX Runtime) where the CPU has no AMX
     feed       tokenizing and padding shared by the query and the bulk sides
     cache      vectors by (embedder id, content hash) in SQLite, kept across generations
     quiet      silences the model libraries' progress bars and warnings

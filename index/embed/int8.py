@@ -1,5 +1,5 @@
-"""MiniLM in int8 on ONNX Runtime: the path for CPUs without bfloat16 in hardware (AVX2-only laptops
-and servers), where the float32 paths run at about plain torch's speed.
+"""MiniLM in int8 on ONNX Runtime: the path for CPUs without AMX (laptops, AMD EPYC, older Xeons),
+where float32 runs at about plain torch's speed and bf16, if there at all, gains less than int8.
 
 Measured with bench/embed_bench.py on an AVX2-only CPU (an AMD EPYC with its AVX-512, VNNI and
 bf16 hidden by bench/avx2_only/run.sh), 40-line stdlib pieces, against plain float32 torch in the

@@ -2,12 +2,12 @@
 
 Measured here (bench/embed_bench.py, bench/RESULTS.md):
 
-- Bulk encoding (indexing) runs on OpenVINO (index/embed/bulk.py), in bfloat16 where the CPU
-  has it in hardware: the same vectors to a cosine of 0.9999 and the same recall, at 4-6x plain
-  float32 torch with AMX, 2.8x with AVX512-BF16 alone. Without openvino (or with
-  BRIDGE_MINILM_BULK=torch) it runs on torch, in bf16 where fast (about 2x). Where the CPU has no
-  bf16, float32 gains little (1.25-1.4x on AVX2), so a new index there gets the int8 path
-  (index/embed/int8.py, 2.0-2.3x), which makes different vectors.
+- Bulk encoding (indexing) on a CPU with AMX runs on OpenVINO (index/embed/bulk.py) in
+  bfloat16: the same vectors to a cosine of 0.9999 and the same recall, at 4-6x plain float32
+  torch. Without openvino (or with BRIDGE_MINILM_BULK=torch) it runs on torch, in bf16 where
+  fast (about 2x). Without AMX, float32 gains little on AVX2 alone (1.2-1.4x) and bf16 less with
+  AVX512-BF16 (2.5-2.8x) than int8 on ONNX Runtime does (2.1-2.3x and 3.0-3.2x), so a new index
+  there gets the int8 path (index/embed/int8.py), which makes different vectors.
 - A query is one text. Importing torch and building a SentenceTransformer costs seconds and
   hundreds of MB; a graph exported once, locally, from the bundled weights needs only a runtime
   and tokenizers. The graph includes mean pooling and normalisation, so its output is the
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from index.embed.bulk import OpenVinoBulk
     from index.embed.int8 import OnnxStreams
 
-__all__ = ["INT8_SPEC", "QUERY_ENV", "MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "choose_minilm", "export_onnx",
+__all__ = ["INT8_SPEC", "QUERY_ENV", "MiniLMEmbedder", "bf16_is_fast", "bulk_backend", "choose_minilm", "export_onnx", "has_amx",
            "describe_path", "onnx_path", "query_backend", "resolve_spec"]
 
 INT8_SPEC = "minilm-int8"
@@ -79,13 +79,22 @@ def bf16_is_fast(backend: str = "torch") -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
+def has_amx() -> bool:
+    """True when the CPU has AMX tiles (bf16 matrix products at several times AVX-512's rate), as
+    CPUID reports them to this process (so bench/avx2_only hides them too). torch's probe is
+    private API; without it the answer is False, which costs speed on AMX, never correctness."""
+    import torch
+
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(probe and probe())
+
+
 def choose_minilm() -> str:
-    """The MiniLM a new index should use here: 'minilm' (float32 vectors, bf16 arithmetic where the
-    CPU has it in hardware) or INT8_SPEC where it has not and ONNX Runtime is installed: there
-    float32 runs at about plain torch's speed and int8 at twice it, with recall held (bench/RESULTS.md).
-    Where bf16 is in hardware but AMX is not, int8 is faster still (3.1x against 2.8x) but lost 4 of
-    180 fresh questions' first places, so bf16 keeps the vectors of plain torch there
-    (bench/DECISIONS.md). BRIDGE_MINILM_PRECISION=int8 or bf16/fp32 decides instead of the CPU."""
+    """The MiniLM a new index should use here: 'minilm' (float32 vectors, bf16 arithmetic) where the
+    CPU has AMX, else INT8_SPEC where ONNX Runtime is installed. Measured on 2 cores against plain
+    torch in the same run (bench/RESULTS.md): bf16 on AMX 4.5-6x; without AMX int8 2.1-2.3x on AVX2
+    alone (float32 1.2-1.4x) and 3.0-3.2x with AVX512-BF16 and VNNI (bf16 2.5-2.8x), with recall held.
+    BRIDGE_MINILM_PRECISION=int8 or bf16/fp32 decides instead of the CPU."""
     import importlib.util
 
     choice = _precision()
@@ -93,7 +102,7 @@ def choose_minilm() -> str:
         return INT8_SPEC if choice == "int8" else "minilm"
     if importlib.util.find_spec("onnxruntime") is None:
         return "minilm"
-    return "minilm" if bf16_is_fast(bulk_backend()) else INT8_SPEC
+    return "minilm" if has_amx() else INT8_SPEC
 
 
 def resolve_spec(spec: str | None, previous: str | None = None) -> str | None:
@@ -113,13 +122,13 @@ def describe_path(spec: str | None) -> str:
     and `bridge status`); other specs are described by their name alone."""
     if spec not in ("minilm", INT8_SPEC):
         return spec or "none"
-    backend = bulk_backend()
-    bf16 = bf16_is_fast(backend)
-    why = (f"set by {_PRECISION_ENV}" if _precision() != "auto"
-           else "this CPU has bf16 in hardware" if bf16 else "this CPU has no bf16 in hardware")
+    amx = has_amx()
+    why = f"set by {_PRECISION_ENV}" if _precision() != "auto" else "this CPU has AMX" if amx else "this CPU has no AMX"
     if spec == INT8_SPEC:
         return f"int8 on ONNX Runtime, a stream per core; {why}"
-    return f"{'bf16' if bf16 else 'float32'} on {'OpenVINO' if backend == 'openvino' else 'torch'}; {why}"
+    backend = bulk_backend()
+    precision = "bf16" if bf16_is_fast(backend) else "float32"
+    return f"{precision} on {'OpenVINO' if backend == 'openvino' else 'torch'}; {why}"
 
 
 def bulk_backend() -> str:

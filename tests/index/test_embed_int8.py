@@ -1,4 +1,4 @@
-"""MiniLM in int8 (ONNX Runtime) where the CPU has no bf16 in hardware: chosen at build time, kept
+"""MiniLM in int8 (ONNX Runtime) where the CPU has no AMX: chosen at build time, kept
 by an index that has it, never mixed with the float32 vectors, close to them."""
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ def test_the_precision_variable_decides_which_minilm_a_new_index_gets(
     assert resolve_spec("minilm") == chosen
 
 
-@pytest.mark.parametrize(("bf16", "chosen"), [(True, "minilm"), (False, INT8_SPEC)])
-def test_a_new_index_gets_bf16_where_the_cpu_has_it_and_int8_elsewhere(
-    monkeypatch: pytest.MonkeyPatch, bf16: bool, chosen: str
+@pytest.mark.parametrize(("amx", "chosen"), [(True, "minilm"), (False, INT8_SPEC)])
+def test_a_new_index_gets_bf16_where_the_cpu_has_amx_and_int8_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, amx: bool, chosen: str
 ) -> None:
     monkeypatch.delenv(PRECISION, raising=False)
-    monkeypatch.setattr(minilm, "bf16_is_fast", lambda backend="torch": bf16)
+    monkeypatch.setattr(minilm, "has_amx", lambda: amx)
     assert resolve_spec("minilm") == chosen
-    assert describe_path(chosen).endswith("this CPU has bf16 in hardware" if bf16 else "this CPU has no bf16 in hardware")
+    assert describe_path(chosen).endswith("this CPU has AMX" if amx else "this CPU has no AMX")
 
 
 def test_other_embedders_are_never_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
