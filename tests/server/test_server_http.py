@@ -320,7 +320,9 @@ def test_stdio_serves_the_same_tools_to_a_client_that_launches_it(repo: Path, br
 def test_sigterm_stops_the_http_server_as_ctrl_c_does(repo: Path, bridge_home: Path) -> None:
     with bridge_serve(["--repo", str(repo), "--no-vectors"], subprocess_env(bridge_home)) as served:
         served.proc.send_signal(signal.SIGTERM)
-        assert served.proc.wait(30) == 128 + signal.SIGTERM
+        # Stops take 0.3-4 s even with both cores busy; once, in a full run on 2 loaded cores, over 30 s.
+        # This checks how it stops, not how fast: 90 s is systemd's own wait before it kills.
+        assert served.proc.wait(90) == 128 + signal.SIGTERM
     # Killed by the signal instead, the process skipped its clean-up, and multiprocessing's resource
     # tracker warned about leaked semaphores on every stop.
     assert "leaked" not in "".join(served.stderr), "".join(served.stderr)
