@@ -100,9 +100,7 @@ def derive_query(chunk: str) -> tuple[str, str] | None:
     return None
 
 
-def recall_at(
-    queries: np.ndarray, corpus: np.ndarray, targets: Sequence[int], ks: Sequence[int]
-) -> dict[str, float]:
+def recall_at(queries: np.ndarray, corpus: np.ndarray, targets: Sequence[int], ks: Sequence[int]) -> dict[str, float]:
     scores = queries @ corpus.T
     own = scores[np.arange(len(targets)), targets]
     # Rank = number of chunks scoring strictly higher than the right one (ties favour it).

@@ -70,6 +70,10 @@ def bf16_is_fast(backend: str = "torch") -> bool:
     choice = _precision()
     if choice != "auto":
         return choice == "bf16"
+    return _bf16_in_hardware(backend)
+
+
+def _bf16_in_hardware(backend: str) -> bool:
     if backend == "openvino":
         from index.embed.bulk import openvino_has_bf16
 
@@ -80,13 +84,29 @@ def bf16_is_fast(backend: str = "torch") -> bool:
 
 
 def has_amx() -> bool:
-    """True when the CPU has AMX tiles (bf16 matrix products at several times AVX-512's rate), as
-    CPUID reports them to this process (so bench/avx2_only hides them too). torch's probe is
-    private API; without it the answer is False, which costs speed on AMX, never correctness."""
+    """True when the CPU has AMX tiles (bf16 matrix products at several times AVX-512's rate).
+
+    Where the kernel lists the CPU's flags (Linux), `amx_tile` there, and bf16 as this process sees
+    it: bench/avx2_only hides bf16 and AMX from CPUID, not from the kernel's list. Reading the list
+    and asking OpenVINO takes 0.5 s; importing torch for its CPUID probe, 2.8 s of every `bridge
+    status`. Elsewhere torch's probe (private API; without it the answer is False, which costs speed
+    on AMX, never correctness)."""
+    flags = _kernel_cpu_flags()
+    if flags is not None:
+        return "amx_tile" in flags and _bf16_in_hardware(bulk_backend())
     import torch
 
     probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
     return bool(probe and probe())
+
+
+def _kernel_cpu_flags() -> set[str] | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    line = next((line for line in text.splitlines() if line.startswith("flags")), None)
+    return set(line.split(":", 1)[1].split()) if line is not None else None
 
 
 def choose_minilm() -> str:
@@ -122,8 +142,8 @@ def describe_path(spec: str | None) -> str:
     and `bridge status`); other specs are described by their name alone."""
     if spec not in ("minilm", INT8_SPEC):
         return spec or "none"
-    amx = has_amx()
-    why = f"set by {_PRECISION_ENV}" if _precision() != "auto" else "this CPU has AMX" if amx else "this CPU has no AMX"
+    why = (f"set by {_PRECISION_ENV}" if _precision() != "auto"
+           else "this CPU has AMX" if has_amx() else "this CPU has no AMX")
     if spec == INT8_SPEC:
         return f"int8 on ONNX Runtime, a stream per core; {why}"
     backend = bulk_backend()

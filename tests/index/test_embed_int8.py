@@ -42,6 +42,16 @@ def test_a_new_index_gets_bf16_where_the_cpu_has_amx_and_int8_elsewhere(
     assert describe_path(chosen).endswith("this CPU has AMX" if amx else "this CPU has no AMX")
 
 
+@pytest.mark.parametrize(("flags", "bf16", "amx"), [({"avx2", "amx_tile"}, True, True),
+                                                  ({"avx2", "amx_tile"}, False, False), ({"avx2"}, True, False)])
+def test_amx_needs_the_kernels_flag_and_bf16_as_this_process_sees_it(
+    monkeypatch: pytest.MonkeyPatch, flags: set[str], bf16: bool, amx: bool
+) -> None:
+    monkeypatch.setattr(minilm, "_kernel_cpu_flags", lambda: flags)
+    monkeypatch.setattr(minilm, "_bf16_in_hardware", lambda backend: bf16)  # hidden by bench/avx2_only: False
+    assert minilm.has_amx() is amx
+
+
 def test_other_embedders_are_never_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PRECISION, "int8")
     assert [resolve_spec(s, "minilm") for s in ("static", "hash", None, INT8_SPEC)] == ["static", "hash", None, INT8_SPEC]
