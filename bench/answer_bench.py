@@ -14,7 +14,8 @@ Arms, on the same runtime (the bundled SmolLM2 by default, or --llm-url):
 - full: no retrieval; the prompt holds the repository's files in path order, each headed by its
   `path:1-N` citation, cut at the room n_ctx leaves after the system prompt, the question and the
   answer reserve (the truncated "whole repository in the context" baseline). The same decoding,
-  loop guard and answer checks as the product. The context is identical for every question of a
+  loop guard and answer checks as the product, but no opening name (it has no best snippet to take
+  names from; bridge/chat/lead.py). The context is identical for every question of a
   repository, so llama.cpp reuses it from the KV cache after the first question: its time is the
   question's prefill plus decoding, which favours this arm.
 
@@ -24,7 +25,8 @@ retrieved snippet and with a citation of a source not retrieved, and answer_cont
 words and in the model's text before grounding.
 
 `--seed N` samples with another seed than the product's 0 (what sampling alone moves); `--fences on`
-lets a grounded small model open ``` blocks, as it could before 2026-12-07 (the comparison for that change).
+lets a grounded small model open ``` blocks, as it could before 2026-12-07, and `--lead off` lets its
+answer open freely rather than with a name the best snippet defines (the comparisons for those changes).
 
 Per arm: loop rate (the model's text had a word 6-gram three times, i.e. the loop guard fired),
 free-text citation rate and citation rate with the grammar-picked Sources line (see bridge.chat.session),
@@ -256,6 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "sampling alone moves")
     parser.add_argument("--fences", choices=("product", "on"), default="product",
                         help="on: a grounded small model may open ``` blocks, as before 2026-12-07 (for comparison)")
+    parser.add_argument("--lead", choices=("product", "off"), default="product",
+                        help="off: a grounded small model's answer does not open with a name the best snippet "
+                        "defines, as before 2026-12-07 (for comparison)")
     parser.add_argument("--ids", default="", help="comma-separated question ids only")
     parser.add_argument("--out", type=Path, default=OUT / "answers")
     parser.add_argument(
@@ -300,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     retriever = stack.enter_context(McpRetriever(server.url, server.token))
                     session = ChatSession(runtime, retriever, settings)
                     session.decoding = decoding
+                    session.leads = session.leads and args.lead == "product"
                     for q in asked:
                         rows.append(ask_retrieval(session, q))
                         log_row(args.out, rows[-1])
@@ -314,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {
         "command": "python -m bench.answer_bench " + " ".join(argv or []),
         "runtime": asdict(replace(runtime.info, notes=tuple(runtime.info.notes))),
-        "settings": {k: v for k, v in cli.items() if v is not None} | {"embedder": args.embedder},
+        "settings": {k: v for k, v in cli.items() if v is not None} | {"embedder": args.embedder, "lead": args.lead},
         "decoding": asdict(decoding),
         "skipped": skipped,
         "summary": summaries,

@@ -16,6 +16,7 @@ from bridge.chat.answers import MIN_WORDS, Answer, LoopGuard, Span, check_citati
 from bridge.chat.budget import Plan, Snippet, check_fixed, kv_limit, plan_prompt
 from bridge.chat.condense import Condensed, condense
 from bridge.chat.grounding import Grounder, ground, grounds
+from bridge.chat.lead import lead_names, lead_text
 from bridge.chat.prompt import build_messages, render_question, system_prompt
 from bridge.chat.retrieval import Retrieval, Retriever
 from bridge.chat.settings import Settings
@@ -58,6 +59,7 @@ class Turn:
     picked: str | None = None  # the Sources line the model picked under a grammar, when it cited nothing
     condensed: Condensed | None = None  # what the model read instead of a report too long for the context
     streamed: str = ""  # what on_token was given: the model's pieces, or with grounding the checked lines
+    lead: str | None = None  # the name the answer opens with, the model's pick among the best snippet's
 
 
 def pick_sources(runtime: Runtime, messages: Sequence[Message], text: str, spans: Sequence[Span]) -> str | None:
@@ -125,6 +127,8 @@ class ChatSession:
         self.grounded = grounds(settings.grounding, facts.parameters if facts is not None else None)
         # Grounded, it writes no ``` block: its blocks were inventions, withheld whole, and its answer with them.
         self.decoding: Decoding = replace(decoding_for(runtime.info.model), fences=not self.grounded)
+        # Grounded, its answer opens with a name the best snippet defines (bridge/chat/lead.py).
+        self.leads = self.grounded
 
     def _limit(self) -> int:
         return kv_limit(self.runtime.info.n_ctx, self.kv_bytes_per_token, self.settings.kv_budget)
@@ -164,6 +168,12 @@ class ChatSession:
             kv_budget_bytes=s.kv_budget,
             overhead=self.runtime.template_overhead(),
         )
+
+    def _lead(self, messages: Sequence[Message], snippets: Sequence[Snippet]) -> str | None:
+        """The name a grounded model's answer opens with: its pick among those the best snippet defines
+        (bridge/chat/lead.py); None when there is none to pick or the backend cannot constrain its pick."""
+        names = lead_names(snippets[0].code or snippets[0].text) if self.leads and snippets else ()
+        return self.runtime.lead(messages, names) if names else None
 
     def ask(self, question: str, on_token: OnToken | None = None, on_plan: OnPlan | None = None) -> Turn:
         """Retrieve, plan and generate one answer; the turn joins the history afterwards."""
@@ -206,16 +216,22 @@ class ChatSession:
 
         guard = LoopGuard()
         messages = build_messages(plan)
+        lead = self._lead(messages, plan.snippets)
+        opening = lead_text(lead) if lead else ""
+        if opening:
+            token(opening)
+            guard.feed(opening)
         generation = self.runtime.generate(
             messages,
             max_tokens=plan.answer_reserve,
             decoding=self.decoding,
             on_token=token,
             stop_when=guard.feed,
+            prefix=opening,
         )
         looped = guard.cut is not None
         best = plan.snippets[0].text if plan.snippets else None
-        text = guard.kept() if looped else generation.text
+        text = guard.kept() if looped else opening + generation.text
         picked = pick_sources(self.runtime, messages, text, spans)
         # Grounded before the picked Sources line joins it: a fence the model left open must not swallow the line.
         grounded = ground(text, spans, codes) if self.grounded else None
@@ -242,6 +258,7 @@ class ChatSession:
             picked=picked,
             condensed=condensed,
             streamed="".join(streamed),
+            lead=lead,
         )
         self.last = turn
         return turn
@@ -255,7 +272,8 @@ def _grounding_report(turn: Turn) -> dict[str, Any]:
     if g is None:
         return {"mode": "free"}
     return {"mode": "grounded", "withheld_code_blocks": g.withheld_blocks, "withheld_block_lines": g.withheld_block_lines,
-            "withheld_code_lines": g.withheld_lines, "withheld_citations": g.withheld_citations, "note": g.note}
+            "withheld_code_lines": g.withheld_lines, "withheld_citations": g.withheld_citations, "note": g.note,
+            "lead": turn.lead}
 
 
 def ask_report(turn: Turn, runtime: Runtime) -> dict[str, Any]:

@@ -292,6 +292,9 @@ class LlamaCppRuntime:
     def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
         return self.pick_citations(messages, answer.rstrip() + "\n\nSources: ", citations)
 
+    def lead(self, messages: Sequence[Message], names: Sequence[str]) -> str | None:
+        return self.pick_citations(messages, "`", names, most=1)
+
     def pick_citations(
         self, messages: Sequence[Message], prefix: str, citations: Sequence[str], most: int = 3
     ) -> str | None:

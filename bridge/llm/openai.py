@@ -210,7 +210,10 @@ class OpenAICompatRuntime:
         decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
+        prefix: str = "",
     ) -> Generation:
+        if prefix:
+            raise ValueError("an OpenAI-compatible server cannot continue a reply begun with a prefix: pass none")
         check_fits(self.count_messages(messages), max_tokens, self.n_ctx)
         body = {
             "model": self.model,
@@ -228,6 +231,9 @@ class OpenAICompatRuntime:
         state, first = self._stream(body, on_token, stop_when)
         end = time.perf_counter()
         return _generation(state, start, first, end)
+
+    def lead(self, messages: Sequence[Message], names: Sequence[str]) -> str | None:
+        return None  # as `cite`: no portable grammar, so no prefix to continue either
 
     def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
         return None  # an OpenAI-compatible API has no portable way to constrain generation by a grammar

@@ -155,7 +155,16 @@ class Runtime(Protocol):
         decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
-    ) -> Generation: ...
+        prefix: str = "",
+    ) -> Generation:
+        """The assistant's reply; with `prefix`, the reply already begins with it and the returned text is
+        what follows (only a backend whose `lead` picks anything is given one)."""
+        ...
+
+    def lead(self, messages: Sequence[Message], names: Sequence[str]) -> str | None:
+        """The model's choice of one of `names` to open its reply with (after a backtick), constrained by a
+        grammar to those exact strings; None when this backend cannot constrain generation."""
+        ...
 
     def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
         """The model's own choice among `citations` for a "Sources: " line after `answer`, constrained by a

@@ -40,11 +40,12 @@ class InventingRuntime(FakeRuntime):
 
     def generate(
         self, messages: Sequence[Message], *, max_tokens: int, decoding: Decoding = GREEDY,
-        on_token: OnToken | None = None, stop_when: StopWhen | None = None,
+        on_token: OnToken | None = None, stop_when: StopWhen | None = None, prefix: str = "",
     ) -> Generation:
         self.calls.append((tuple(messages), max_tokens))
+        self.prefixes.append(prefix)
         cited = messages[-1].content[1 : messages[-1].content.index("]")]
-        text = self.answer.format(cited=cited)
+        text = (" " if prefix else "") + self.answer.format(cited=cited)  # a reply begun with a name goes on
         for i in range(0, len(text), 4):
             if on_token is not None:
                 on_token(text[i : i + 4])
@@ -69,7 +70,7 @@ def test_a_small_model_never_streams_or_shows_code_or_citations_the_sources_lack
     streamed = "".join(pieces)
     for shown in (streamed, turn.answer):  # type: ignore[attr-defined]
         assert "fetch_settings" not in shown and "bridge/test.py" not in shown
-    assert streamed.startswith("The settings are read by parse_config (see src/config.py:")
+    assert streamed.startswith("`parse_config` is The settings are read by parse_config (see src/config.py:")
     assert "[withheld: code not found in the retrieved sources (1 block); 1 citation of a source that was not retrieved]" \
         in turn.answer  # type: ignore[attr-defined]
     assert "It splits each line at the first equals sign." in turn.answer  # type: ignore[attr-defined]
@@ -100,7 +101,9 @@ def test_the_ask_report_says_what_grounding_withheld(retriever: McpRetriever) ->
         "mode": "grounded", "withheld_code_blocks": 1, "withheld_block_lines": 2, "withheld_code_lines": 0,
         "withheld_citations": 1,
         "note": "[withheld: code not found in the retrieved sources (1 block); 1 citation of a source that was not retrieved]",
+        "lead": turn.lead,
     }
+    assert turn.lead and turn.answer.startswith(f"`{turn.lead}` is ")
 
 
 def test_bridge_ask_with_a_small_model_shows_the_sources_and_their_first_lines_before_the_answer(
@@ -118,7 +121,7 @@ def test_bridge_ask_with_a_small_model_shows_the_sources_and_their_first_lines_b
     assert listed.group(2) == next(line.strip() for line in lines if line.strip())
     assert result.stderr.index("sources (retrieved") < result.stderr.index("budget: n_ctx")
     assert "fetch_settings" not in result.stdout and "bridge/test.py" not in result.stdout
-    assert result.stdout.startswith("The settings are read by parse_config (see src/config.py:")
+    assert result.stdout.startswith("`parse_config` is The settings are read by parse_config (see src/config.py:")
     assert result.stdout.count("[withheld:") == 1
 
 
@@ -126,4 +129,5 @@ def test_the_sources_line_picked_under_the_grammar_survives_a_fence_the_model_le
     runtime = InventingRuntime(134_515_008, answer="It reads the settings file with parse_config here.\n```\n")
     turn = ChatSession(runtime, retriever, Settings(mode="lexical")).ask("parse_config settings")
     assert turn.picked
-    assert turn.answer == f"It reads the settings file with parse_config here.\n\nSources: {turn.picked}"
+    opening = runtime.prefixes[0]  # the name the answer opens with (bridge/chat/lead.py)
+    assert turn.answer == f"{opening} It reads the settings file with parse_config here.\n\nSources: {turn.picked}"

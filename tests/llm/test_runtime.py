@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bridge.chat.lead import lead_text
 from bridge.errors import BudgetError, GenerationError, ModelError, RuntimeUnavailable
 from bridge.llm.gguf import bundled_model_path
 from bridge.llm.llama import LlamaCppRuntime, _import_llama_cpp, default_threads
@@ -178,6 +179,13 @@ def test_the_server_runtime_is_a_runtime(remote: OpenAICompatRuntime) -> None:
     assert runtime.info.kind == "openai-compatible"
 
 
+def test_the_server_runtime_picks_no_opening_and_refuses_to_continue_one(remote: OpenAICompatRuntime) -> None:
+    assert remote.lead(QUESTION, ["parse_config"]) is None  # no portable grammar over the API
+    with pytest.raises(ValueError, match="cannot continue a reply begun with a prefix"):
+        remote.generate(QUESTION, max_tokens=4, prefix="`parse_config`")
+    assert FakeLlamaServer.bodies == []  # refused before anything was sent
+
+
 def test_the_server_reports_its_context_size(remote: OpenAICompatRuntime) -> None:
     assert remote.n_ctx == 512
     assert remote.info.notes == ()
@@ -340,6 +348,19 @@ def test_a_citation_picked_after_an_opening_is_one_of_those_offered(smollm: Llam
     offered = ["src/config.py:1-10", "src/server.py:4-7"]
     picked = smollm.pick_citations(QUESTION, "According to `", offered, most=1)
     assert picked in offered
+
+
+@pytest.mark.slow
+def test_the_model_opens_with_one_of_the_names_offered_and_goes_on_from_it(smollm: LlamaCppRuntime) -> None:
+    snippet = "[src/shop.py:1-5]\n```python\ndef total_price(items):\n    return sum(i.price for i in items)\n\n" \
+        "class Basket:\n    items = []\n```\n"
+    ask = [Message("user", snippet + "Question: Which function adds up the prices of the items?")]
+    names = ["total_price", "Basket"]
+    picked = smollm.lead(ask, names)
+    assert picked in names
+    opening = lead_text(picked)
+    g = smollm.generate(ask, max_tokens=12, prefix=opening)
+    assert g.completion_tokens > 0 and g.prompt_tokens == smollm.count_messages(ask) + smollm.count_tokens(opening)
 
 
 @pytest.mark.slow

@@ -83,6 +83,8 @@ class FakeRuntime:
         self.silent_citation = False  # True: answer without citing
         self.can_cite = True  # cite() picks the last citation offered (False: a backend without grammars)
         self.cited: list[tuple[str, ...]] = []
+        self.offered: list[tuple[str, ...]] = []  # the names lead() was offered; it picks the last, as cite()
+        self.prefixes: list[str] = []  # what each reply was begun with
         self.filler = list(filler)  # words cycled after the citation; none: w0 w1 w2 ... (never a loop)
         self.n_ctx = n_ctx
         self.answer_words = answer_words
@@ -114,7 +116,9 @@ class FakeRuntime:
         decoding: Decoding = GREEDY,
         on_token: OnToken | None = None,
         stop_when: StopWhen | None = None,
+        prefix: str = "",
     ) -> Generation:
+        self.prefixes.append(prefix)
         prompt = self.count_messages(messages)
         check_fits(prompt, max_tokens, self.n_ctx)
         self.calls.append((tuple(messages), max_tokens))
@@ -139,6 +143,10 @@ class FakeRuntime:
             prefill_ms=10.0, prefill_tokens_per_s=prompt / 0.01, decode_tokens_per_s=100.0, total_ms=20.0,
             finish_reason=finish,
         )
+
+    def lead(self, messages: Sequence[Message], names: Sequence[str]) -> str | None:
+        self.offered.append(tuple(names))
+        return names[-1] if names and self.can_cite else None
 
     def cite(self, messages: Sequence[Message], answer: str, citations: Sequence[str]) -> str | None:
         self.cited.append(tuple(citations))
