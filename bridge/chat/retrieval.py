@@ -145,7 +145,7 @@ def local_server(
     """
     import secrets
 
-    from bridge.server.app import start_background
+    from bridge.server.transports import start_background
 
     server = start_background([repo], secrets.token_urlsafe(24), index_dir=index_dir, no_vectors=not live, watch=live,
                               milvus_uri=milvus_uri, milvus_token=milvus_token)

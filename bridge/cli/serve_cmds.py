@@ -92,9 +92,10 @@ def serve_cmd(
     milvus_token_env: str | None = MilvusTokenOpt,
 ) -> None:
     """Serve the code index of one or more repositories to MCP clients (http://HOST:PORT/mcp)."""
-    from bridge.server.app import ServeOptions, serve_http, serve_stdio
+    from bridge.server.app import ServeOptions
     from bridge.server.auth import load_token
     from bridge.server.spec import RepoSpec
+    from bridge.server.transports import serve_http, serve_stdio
 
     roots = repo or [Path.cwd()]
     offered = _tool_names(tools)

@@ -27,7 +27,7 @@ def chat_index(chat_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 @pytest.fixture(scope="module")
 def live_server(chat_repo: Path, chat_index: Path) -> Iterator[object]:
     """An MCP server over HTTP on a free loopback port, with a token."""
-    from bridge.server.app import start_background
+    from bridge.server.transports import start_background
 
     with start_background([chat_repo], "chat-test-token", index_dir=chat_index, watch=False) as server:
         yield server

@@ -20,8 +20,8 @@ import httpx
 import pytest
 from support.server import make_repo
 
-from bridge.server.app import RunningServer, start_background
 from bridge.server.connect import connect
+from bridge.server.transports import RunningServer, start_background
 
 TOKEN = "Reliability-Token-0123456789abcdefXYZ"
 INIT = {
@@ -103,7 +103,7 @@ def _call(n: int, tool: str, arguments: dict) -> dict:
 # --- rough clients -------------------------------------------------------------------------------
 
 
-# No ERROR either: the SDK's traceback for a departed client is filtered out (bridge.server.app),
+# No ERROR either: the SDK's traceback for a departed client is filtered out (bridge.server.transports),
 # since formatting it stalled the event loop ~60 ms per client. The SDK leaves that request's
 # streams unclosed; they are garbage (no RSS growth in bench/reliability.py burst), but their
 # finaliser warns, and pytest would turn the warning into an error.

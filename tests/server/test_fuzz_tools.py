@@ -25,10 +25,11 @@ from support.hostile import HOSTILE as PATHS_TABLE
 from support.hostile import HOSTILE_PATHS as SERVER_PATHS_TABLE
 from support.server import make_repo
 
-from bridge.server.app import ServeOptions, build_server, open_service, start_background
+from bridge.server.app import ServeOptions, build_server, open_service
 from bridge.server.connect import connect
 from bridge.server.repos import RepoSpec
 from bridge.server.tools import TOOL_NAMES
+from bridge.server.transports import start_background
 
 OUTSIDE = "OUTSIDE-MARK-41be"
 LEAKS = (OUTSIDE, "hunter2", "BEGIN OPENSSH", "repositoryformatversion", "root:x:0:0", "generated = True", "log line")

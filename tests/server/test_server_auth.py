@@ -8,9 +8,9 @@ import anyio
 import pytest
 
 from bridge.errors import ServeError
-from bridge.server.app import transport_security, url_for
 from bridge.server.auth import BearerAuth, check_bind, is_loopback, load_token
 from bridge.server.cors import browser_origins
+from bridge.server.transports import transport_security, url_for
 
 
 def test_the_token_comes_from_an_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,8 +14,8 @@ import pytest
 from bridge.chat.budget import DEFAULT_SNIPPET_BUDGET
 from bridge.chat.prompt import render_question, system_prompt
 from bridge.chat.settings import Settings
-from bridge.server.app import RunningServer, start_background
 from bridge.server.connect import connect
+from bridge.server.transports import RunningServer, start_background
 from index.tokenize import estimate_tokens
 
 TOKEN = "context-token-0123456789abcdef"

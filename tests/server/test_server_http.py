@@ -17,8 +17,8 @@ import httpx
 import pytest
 from support.server import bridge_command, bridge_serve, make_repo, subprocess_env
 
-from bridge.server.app import start_background
 from bridge.server.connect import connect
+from bridge.server.transports import start_background
 
 TOKEN = "test-token-0123456789abcdef"
 INIT = {

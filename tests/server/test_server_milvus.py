@@ -8,8 +8,8 @@ from pathlib import Path
 import anyio
 from support.milvus import MilvusLiteServer
 
-from bridge.server.app import RunningServer, start_background
 from bridge.server.connect import connect
+from bridge.server.transports import RunningServer, start_background
 from index.milvus import MilvusStore, build_milvus
 
 QUERIES = ["load the json config", "retry backoff delays", "invalid port number", "SessionStore touch"]
