@@ -142,8 +142,12 @@ def describe_path(spec: str | None) -> str:
     and `bridge status`); other specs are described by their name alone."""
     if spec not in ("minilm", INT8_SPEC):
         return spec or "none"
-    why = (f"set by {_PRECISION_ENV}" if _precision() != "auto"
-           else "this CPU has AMX" if has_amx() else "this CPU has no AMX")
+    if _precision() != "auto":
+        why = f"set by {_PRECISION_ENV}"
+    elif spec == choose_minilm():
+        why = "this CPU has AMX" if has_amx() else "this CPU has no AMX"
+    else:  # an index keeps its kind (resolve_spec) or was given one: the CPU is not why
+        why = "the index's own kind; --rebuild picks this CPU's"
     if spec == INT8_SPEC:
         return f"int8 on ONNX Runtime, a stream per core; {why}"
     backend = bulk_backend()

@@ -86,6 +86,16 @@ def test_the_path_is_described_with_the_reason_it_was_chosen(monkeypatch: pytest
     assert describe_path("minilm").startswith("float32 on ")
 
 
+@pytest.mark.parametrize("amx", [True, False])
+def test_an_index_that_kept_the_other_kind_is_not_said_to_have_it_because_of_this_cpu(
+    monkeypatch: pytest.MonkeyPatch, amx: bool
+) -> None:
+    monkeypatch.delenv(PRECISION, raising=False)
+    monkeypatch.setattr(minilm, "has_amx", lambda: amx)
+    kept = INT8_SPEC if amx else "minilm"  # what an older build, or another machine, gave the index
+    assert describe_path(kept).endswith("the index's own kind; --rebuild picks this CPU's")
+
+
 def test_a_graph_that_cannot_be_quantized_names_itself_and_leaves_nothing_behind(tmp_path: Path) -> None:
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not a graph")
