@@ -41,6 +41,7 @@ class Snippet:
     text: str
     score: float = 0.0
     code: str = ""  # the lines themselves, as indexed (`text` wraps them in the snippet template)
+    symbol: str | None = None  # the definition the lines lie in (`Class.method`), when the index knows it
 
     @property
     def citation(self) -> str:

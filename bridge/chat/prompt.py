@@ -35,15 +35,18 @@ def render_question(question: str, citation: str = "path:start-end") -> str:
 
 
 def render_snippet(
-    path: str, start_line: int, end_line: int, text: str, *, language: str | None = None, score: float = 0.0
+    path: str, start_line: int, end_line: int, text: str, *, language: str | None = None, score: float = 0.0,
+    symbol: str | None = None,
 ) -> Snippet:
     citation = f"{path}:{start_line}-{end_line}"
     block = _format("snippet.txt", citation=citation, language=language or "", text=text.rstrip("\n"))
-    return Snippet(path=path, start_line=start_line, end_line=end_line, text=block, score=score, code=text)
+    return Snippet(path=path, start_line=start_line, end_line=end_line, text=block, score=score, code=text,
+                   symbol=symbol)
 
 
 def snippet_from_hit(hit: Hit) -> Snippet:
-    return render_snippet(hit.path, hit.start_line, hit.end_line, hit.text, language=hit.language, score=hit.score)
+    return render_snippet(hit.path, hit.start_line, hit.end_line, hit.text, language=hit.language, score=hit.score,
+                          symbol=hit.symbol)
 
 
 def build_messages(plan: Plan) -> tuple[Message, ...]:

@@ -38,7 +38,8 @@ class Retriever(Protocol):
 def _snippet(hit: dict[str, Any]) -> Snippet:
     """A `search_code` wire hit (models.HitModel) straight into the prompt block it becomes."""
     return render_snippet(
-        hit["path"], hit["start_line"], hit["end_line"], hit["text"], language=hit["language"], score=hit["score"]
+        hit["path"], hit["start_line"], hit["end_line"], hit["text"], language=hit["language"], score=hit["score"],
+        symbol=hit.get("symbol"),
     )
 
 

@@ -172,7 +172,8 @@ class ChatSession:
     def _lead(self, messages: Sequence[Message], snippets: Sequence[Snippet]) -> str | None:
         """The name a grounded model's answer opens with: its pick among those the best snippet defines
         (bridge/chat/lead.py); None when there is none to pick or the backend cannot constrain its pick."""
-        names = lead_names(snippets[0].code or snippets[0].text) if self.leads and snippets else ()
+        best = snippets[0] if self.leads and snippets else None
+        names = lead_names(best.code or best.text, best.symbol) if best is not None else ()
         return self.runtime.lead(messages, names) if names else None
 
     def ask(self, question: str, on_token: OnToken | None = None, on_plan: OnPlan | None = None) -> Turn:

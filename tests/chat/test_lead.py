@@ -42,6 +42,13 @@ def test_each_name_is_offered_once_and_dunder_methods_only_when_nothing_else_is_
     assert lead_text("run") == "`run` is"
 
 
+def test_lines_inside_one_definition_that_define_nothing_offer_that_definitions_name() -> None:
+    middle = "    pairs = {}\n    for line in open(path):\n        pairs[key] = value\n"
+    assert lead_names(middle, "Config.parse_config") == ("parse_config",)
+    assert lead_names(middle) == ()  # no symbol known: nothing to open with
+    assert lead_names("def run(self):\n    pass\n", "Other.thing") == ("run",)  # what the lines define comes first
+
+
 class SmallRuntime(FakeRuntime):
     def __init__(self, parameters: int) -> None:
         super().__init__()
@@ -60,7 +67,8 @@ def test_a_small_models_answer_opens_with_its_pick_among_the_names_the_best_snip
     runtime = SmallRuntime(SMALL)
     turn = ChatSession(runtime, retriever, Settings(mode="lexical")).ask("where is parse_config reading the settings file")
     best = turn.plan.snippets[0]
-    assert best.path == "src/config.py" and runtime.offered == [lead_names(best.code)] == [("parse_config",)]
+    assert best.path == "src/config.py" and best.symbol == "parse_config"  # the wire hit's symbol reaches the snippet
+    assert runtime.offered == [lead_names(best.code)] == [("parse_config",)]
     opening = lead_text(runtime.offered[0][-1])
     assert runtime.prefixes == [opening]  # the model goes on from its pick
     assert turn.answer.startswith(opening + "See ")
