@@ -219,12 +219,16 @@ class ChatSession:
         messages = build_messages(plan)
         lead = self._lead(messages, plan.snippets)
         opening = lead_text(lead) if lead else ""
+        # The opening is part of the answer: its tokens come out of the answer's reserve, or it is left out.
+        reserve = plan.answer_reserve - (self.runtime.count_tokens(opening) if opening else 0)
+        if reserve < 1:
+            lead, opening, reserve = None, "", plan.answer_reserve
         if opening:
             token(opening)
             guard.feed(opening)
         generation = self.runtime.generate(
             messages,
-            max_tokens=plan.answer_reserve,
+            max_tokens=reserve,
             decoding=self.decoding,
             on_token=token,
             stop_when=guard.feed,

@@ -76,6 +76,17 @@ def test_a_small_models_answer_opens_with_its_pick_among_the_names_the_best_snip
     assert report["answer"].startswith(opening) and report["grounding"]["lead"] == turn.lead == runtime.offered[0][-1]
 
 
+def test_the_opening_comes_out_of_the_answers_reserve_and_is_left_out_when_it_would_fill_it(
+    retriever: McpRetriever,
+) -> None:
+    question = "where is parse_config reading the settings file"
+    for reserve, opened in ((40, True), (2, False)):
+        runtime = SmallRuntime(SMALL)
+        turn = ChatSession(runtime, retriever, Settings(mode="lexical", answer_reserve=reserve)).ask(question)
+        assert runtime.calls[-1][1] == (reserve - 2 if opened else reserve)  # "`parse_config` is": two fake tokens
+        assert (turn.lead == "parse_config") is opened and runtime.prefixes == [lead_text("parse_config") if opened else ""]
+
+
 def test_a_large_model_or_a_backend_without_grammars_answers_as_it_begins(retriever: McpRetriever) -> None:
     large = SmallRuntime(LARGE)
     free = ChatSession(large, retriever, Settings(mode="lexical")).ask("where is parse_config")
