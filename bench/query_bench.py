@@ -39,7 +39,7 @@ from unittest.mock import patch
 from bench import paths
 from bridge.measure.evaluate import load_questions
 from index.embed import Embedder, load_embedder
-from index.embed.minilm import QUERY_ENV
+from index.embed.choice import QUERY_ENV
 from index.search import Searcher, file_ranking
 from index.store import default_home
 

@@ -20,7 +20,7 @@ from index.embed.backends import (
     load_embedder,
 )
 from index.embed.cache import EmbeddingCache, embed_with_cache
-from index.embed.minilm import INT8_SPEC, describe_path, resolve_spec
+from index.embed.choice import INT8_SPEC, describe_path, resolve_spec
 
 __all__ = [
     "Embedder",

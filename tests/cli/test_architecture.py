@@ -185,7 +185,7 @@ def test_only_the_llama_runtime_imports_llama_cpp() -> None:
 
 
 def test_only_the_embedder_modules_import_torch_or_sentence_transformers() -> None:
-    embedders = {"index.embed.backends", "index.embed.minilm"}
+    embedders = {"index.embed.backends", "index.embed.minilm", "index.embed.choice"}  # choice: its CPU probes
     assert _third_party_importers("torch") | _third_party_importers("sentence_transformers") <= embedders
 
 

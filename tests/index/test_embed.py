@@ -226,7 +226,7 @@ def test_default_minilm_matches_plain_torch_and_answers_queries_without_torch(tm
 
 
 def test_bulk_backend_is_openvino_when_installed_and_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> None:
-    from index.embed.minilm import bulk_backend
+    from index.embed.choice import bulk_backend
 
     monkeypatch.delenv("BRIDGE_MINILM_BULK", raising=False)
     assert bulk_backend() == "openvino"  # a dependency of the project
@@ -238,7 +238,7 @@ def test_bulk_backend_is_openvino_when_installed_and_can_be_forced(monkeypatch: 
 
 
 def test_query_backend_is_openvino_when_installed_and_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> None:
-    from index.embed.minilm import query_backend
+    from index.embed.choice import query_backend
 
     monkeypatch.delenv("BRIDGE_MINILM_QUERY", raising=False)
     assert query_backend() == "openvino"
@@ -283,7 +283,7 @@ def test_a_damaged_openvino_cache_costs_a_compile_and_nothing_else(tmp_path: Pat
 
 
 def test_a_precision_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from index.embed.minilm import bf16_is_fast
+    from index.embed.choice import bf16_is_fast
 
     monkeypatch.setenv("BRIDGE_MINILM_PRECISION", "fp32")
     assert bf16_is_fast("openvino") is False

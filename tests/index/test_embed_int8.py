@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from index.build.pipeline import BuildOptions, build_index
-from index.embed import INT8_SPEC, describe_path, load_embedder, minilm, resolve_spec
+from index.embed import INT8_SPEC, choice, describe_path, load_embedder, resolve_spec
 from index.embed.int8 import INT8_VERSION, quantize_int8
 from index.errors import EmbedderError
 from index.history import subject_spec
@@ -37,7 +37,7 @@ def test_a_new_index_gets_bf16_where_the_cpu_has_amx_and_int8_elsewhere(
     monkeypatch: pytest.MonkeyPatch, amx: bool, chosen: str
 ) -> None:
     monkeypatch.delenv(PRECISION, raising=False)
-    monkeypatch.setattr(minilm, "has_amx", lambda: amx)
+    monkeypatch.setattr(choice, "has_amx", lambda: amx)
     assert resolve_spec("minilm") == chosen
     assert describe_path(chosen).endswith("this CPU has AMX" if amx else "this CPU has no AMX")
 
@@ -47,9 +47,9 @@ def test_a_new_index_gets_bf16_where_the_cpu_has_amx_and_int8_elsewhere(
 def test_amx_needs_the_kernels_flag_and_bf16_as_this_process_sees_it(
     monkeypatch: pytest.MonkeyPatch, flags: set[str], bf16: bool, amx: bool
 ) -> None:
-    monkeypatch.setattr(minilm, "_kernel_cpu_flags", lambda: flags)
-    monkeypatch.setattr(minilm, "_bf16_in_hardware", lambda backend: bf16)  # hidden by bench/avx2_only: False
-    assert minilm.has_amx() is amx
+    monkeypatch.setattr(choice, "_kernel_cpu_flags", lambda: flags)
+    monkeypatch.setattr(choice, "_bf16_in_hardware", lambda backend: bf16)  # hidden by bench/avx2_only: False
+    assert choice.has_amx() is amx
 
 
 def test_other_embedders_are_never_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,7 +91,7 @@ def test_an_index_that_kept_the_other_kind_is_not_said_to_have_it_because_of_thi
     monkeypatch: pytest.MonkeyPatch, amx: bool
 ) -> None:
     monkeypatch.delenv(PRECISION, raising=False)
-    monkeypatch.setattr(minilm, "has_amx", lambda: amx)
+    monkeypatch.setattr(choice, "has_amx", lambda: amx)
     kept = INT8_SPEC if amx else "minilm"  # what an older build, or another machine, gave the index
     assert describe_path(kept).endswith("the index's own kind; --rebuild picks this CPU's")
 
