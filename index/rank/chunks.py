@@ -20,7 +20,7 @@ from importlib import resources
 
 import numpy as np
 
-from index.rank.question import Question
+from index.rank.question import QUOTED_LINE, Question, flatten
 from index.types import Chunk
 
 __all__ = ["CHUNK_FEATURES", "ChunkStage", "chunk_features", "load_chunk_stage"]
@@ -41,8 +41,10 @@ CHUNK_FEATURES = (
     "position",  # where in the file (0 first, 1 last)
     "tokens",  # size, in units of a full chunk
     "module_level",  # not inside any definition
+    "quoted",  # lines of the chunk the report quotes word for word, relative to the file's most quoted chunk
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_COMMENTS = ("#", "//", '"""', "'''")
 _FULL_CHUNK = 250.0
 
 
@@ -88,6 +90,21 @@ def _is_top(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def quoted_lines(question: Question, text: str) -> int:
+    """How many lines of `text` (QUOTED_LINE characters or more, not comments) the question quotes
+    word for word, case and spacing aside: a report that pastes the code it is about (a traceback's
+    source lines, a snippet copied into prose) points at its chunk. A chunk holds an edit line where
+    the stage's other features miss it (bench/DECISIONS.md)."""
+    windows, flat = question.flat_windows, question.flat
+    count = 0
+    for raw in text.split("\n"):
+        line = flatten(raw)
+        if len(line) >= QUOTED_LINE and line[:QUOTED_LINE] in windows and not line.startswith(_COMMENTS) \
+                and any(ch.isalpha() for ch in line) and line in flat:
+            count += 1
+    return count
+
+
 def chunk_features(
     question: Question, ids: Sequence[int], chunks: Sequence[Chunk], scores: np.ndarray, title_scores: np.ndarray | None,
     dense: Mapping[int, float], fused_first: int | None,
@@ -121,4 +138,5 @@ def chunk_features(
     rows[:, column["position"]] = np.arange(n) / max(n - 1, 1)
     rows[:, column["tokens"]] = [c.tokens / _FULL_CHUNK for c in chunks]
     rows[:, column["module_level"]] = [s is None for s in symbols]
+    rows[:, column["quoted"]] = _relative(np.asarray([quoted_lines(question, c.text) for c in chunks], dtype=np.float64))
     return rows

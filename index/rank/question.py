@@ -17,8 +17,8 @@ from index.rank.focus import focus
 from index.tokenize import terms
 
 __all__ = [
-    "Frame", "QueryClues", "Question", "as_text", "extract_clues", "line_mentions", "named_symbols", "only_a_name",
-    "title_of", "traceback_frames",
+    "QUOTED_LINE", "Frame", "QueryClues", "Question", "as_text", "extract_clues", "flatten", "line_mentions",
+    "named_symbols", "only_a_name", "title_of", "traceback_frames",
 ]
 
 # A path is looked for only at the start of each run of path characters: searched anywhere, the
@@ -89,6 +89,16 @@ def extract_clues(query: str) -> QueryClues:
     return QueryClues(paths, tuple(modules), frozenset(identifiers))
 
 
+# A line of code shorter than this (`return x`, `else:`) is quoted by chance; on shared/bench 12–24
+# gave the chunk stage the same gain and 32 less (bench/DECISIONS.md).
+QUOTED_LINE = 16
+
+
+def flatten(text: str) -> str:
+    """Lowercased, whitespace collapsed: how a quoted line and the text quoting it are compared."""
+    return " ".join(text.lower().split())
+
+
 @dataclass(frozen=True)
 class Question:
     """One question as every stage of a search reads it. Each reading is made once, on first use
@@ -138,6 +148,20 @@ class Question:
     @cached_property
     def frames(self) -> tuple[Frame, ...]:
         return traceback_frames(self.text)
+
+    @cached_property
+    def flat(self) -> str:
+        """The question as asked, pasted output included, lowercased with its whitespace collapsed: what
+        a line of code it quotes is looked up in."""
+        return flatten(self.asked)
+
+    @cached_property
+    def flat_windows(self) -> frozenset[str]:
+        """Every QUOTED_LINE-character stretch of `flat`: a line's first characters must be one of them
+        before the line is looked up whole (a set lookup, not a scan of the report per line)."""
+        flat = self.flat
+        return frozenset(flat[i : i + QUOTED_LINE] for i in range(len(flat) - QUOTED_LINE + 1))
+
 
 
 def title_of(query: str) -> str | None:

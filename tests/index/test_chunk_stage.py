@@ -9,7 +9,7 @@ import pytest
 from support.small_index import small_index
 
 import index.rank.question as question_module
-from index.rank.chunks import CHUNK_FEATURES, ChunkStage, chunk_features, load_chunk_stage
+from index.rank.chunks import CHUNK_FEATURES, ChunkStage, chunk_features, load_chunk_stage, quoted_lines
 from index.rank.question import Question
 from index.search.probe import chunk_rows
 from index.types import Chunk
@@ -52,6 +52,19 @@ def test_the_chunk_features_say_which_chunk_defines_the_name_the_title_uses() ->
     assert column["bm25"] == [0.0, 1.0, pytest.approx(1 / 3)] and column["bm25_top"] == [0.0, 1.0, 0.0]
     assert column["fused_first"] == [0.0, 1.0, 0.0] and column["dense_top"] == [0.0, 0.0, 1.0]
     assert column["first"] == [1.0, 0.0, 0.0] and column["module_level"] == [1.0, 0.0, 0.0]
+
+
+def test_a_chunk_whose_lines_the_report_pastes_is_marked_case_and_spacing_aside() -> None:
+    report = Question.of("Wrong factor\nThe line\n    FACTOR_3 =   3 * value\nlooks wrong; so does `return value * unit`.")
+    chunks = [chunk(1, "parse_header", CONVERT.split("\n\n\n")[0]), chunk(17, "convert_units", CONVERT.split("\n\n\n")[1])]
+    assert [quoted_lines(report, c.text) for c in chunks] == [0, 2]
+    rows = chunk_features(report, [0, 1], chunks, np.zeros(2), None, {}, None)
+    assert rows[:, CHUNK_FEATURES.index("quoted")].tolist() == [0.0, 1.0]
+
+
+def test_short_lines_and_comments_are_not_taken_for_quotes() -> None:
+    report = Question.of("Title\nreturn x\n# the unit we convert to, in metres\n")
+    assert quoted_lines(report, "    return x\n    # the unit we convert to, in metres\n") == 0
 
 
 def test_a_report_is_shown_the_chunk_the_stage_picks_and_a_one_line_question_is_not(tmp_path: Path) -> None:
