@@ -98,6 +98,8 @@ def quoted_lines(question: Question, text: str) -> int:
     windows, flat = question.flat_windows, question.flat
     count = 0
     for raw in text.split("\n"):
+        if len(raw) < QUOTED_LINE:  # flattening never lengthens a line
+            continue
         line = flatten(raw)
         if len(line) >= QUOTED_LINE and line[:QUOTED_LINE] in windows and not line.startswith(_COMMENTS) \
                 and any(ch.isalpha() for ch in line) and line in flat:
