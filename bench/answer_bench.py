@@ -155,7 +155,9 @@ def ask_retrieval(session: ChatSession, q: Question) -> Scored:
     spans = [Span(s.path, s.start_line, s.end_line) for s in turn.sources]
     seconds = time.perf_counter() - start
     snippets = [s.code or s.text for s in turn.plan.snippets]
-    return score(q, "retrieval", turn.checked, spans, turn.generation, seconds, turn.picked is not None, snippets)
+    symbols = [s.symbol for s in turn.plan.snippets if s.symbol]
+    return score(q, "retrieval", turn.checked, spans, turn.generation, seconds, turn.picked is not None, snippets,
+                 symbols)
 
 
 def ask_full(
@@ -172,7 +174,7 @@ def ask_full(
     looped = guard.cut is not None
     kept = guard.kept() if looped else generation.text
     picked = pick_sources(runtime, messages, kept, spans)
-    grounded = ground(kept, spans, [text]) if small else None  # before the picked line, as the product does
+    grounded = ground(kept, spans, [text], [q.query]) if small else None  # before the picked line, as the product does
     if picked:
         kept = f"{kept.rstrip()}\n\nSources: {picked}"
         if grounded is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.chat.answers import Span, check_citations, has_loop
-from bridge.chat.grounding import ungrounded_code_lines
+from bridge.chat.grounding import KnownNames, ground, ungrounded_code_lines, unknown_inline_names
 
 __all__ = ["Question", "Scored", "by_repo", "contains_all", "gold_hit", "load_questions", "score", "summary", "table"]
 
@@ -54,6 +54,10 @@ class Scored:
     withheld: bool = False  # grounding withheld code or citations from it
     shown_code_not_in_sources: int = 0  # code lines of the shown answer found in no retrieved snippet
     shown_unknown_citations: int = 0  # citations in the shown answer of sources that were not retrieved
+    shown_unknown_names: int = 0  # inline code names of the shown answer backed by no snippet, path or the question
+    # The same answer grounded without the inline-name rule (bridge/chat/grounding.py), as before 2026-12-07:
+    contains_without_name_rule: bool = False
+    unknown_names_without_name_rule: int = 0
 
 
 def load_questions(path: Path) -> list[Question]:
@@ -75,10 +79,16 @@ def gold_hit(spans: Sequence[Span], gold: Sequence[str]) -> bool:
 
 def score(
     q: Question, arm: str, answer: Any, spans: Sequence[Span], generation: Any, seconds: float, picked: bool,
-    snippets: Sequence[str] = (),
+    snippets: Sequence[str] = (), symbols: Sequence[str] = (),
 ) -> Scored:
-    """`snippets`: the text of each retrieved source as the model read it (what shown code must come from)."""
+    """`snippets`: the text of each retrieved source as the model read it (what shown code must come from);
+    `symbols`: the definitions they lie in (names the answer may show, as the product grounds)."""
     grounding = answer.grounding
+    known = KnownNames([*snippets, *(s.path for s in spans), q.query, *symbols])
+    before = (
+        ground(answer.model_text, spans, snippets, names=False).text if grounding is not None
+        else answer.shown_model_text
+    )
     return Scored(
         id=q.id,
         arm=arm,
@@ -102,6 +112,9 @@ def score(
         withheld=grounding is not None and grounding.withheld,
         shown_code_not_in_sources=ungrounded_code_lines(answer.text, snippets),
         shown_unknown_citations=len(check_citations(answer.text, spans).unknown),
+        shown_unknown_names=len(unknown_inline_names(answer.text, known)),
+        contains_without_name_rule=contains_all(before, q.answer_contains),
+        unknown_names_without_name_rule=len(unknown_inline_names(before, known)),
     )
 
 
@@ -121,6 +134,9 @@ def summary(rows: Sequence[Scored]) -> dict[str, Any]:
         "shown_code_not_in_sources": count("shown_code_not_in_sources"),
         "shown_unknown_citations": count("shown_unknown_citations"),
         "answer_contains": f"{count('contains')}/{n}",
+        "answer_contains_without_name_rule": f"{count('contains_without_name_rule')}/{n}",
+        "answers_showing_unknown_names": count("shown_unknown_names"),
+        "answers_showing_unknown_names_without_name_rule": count("unknown_names_without_name_rule"),
         "answer_contains_model_text": f"{count('contains_model')}/{n}",
         "loop_rate": rate("looped"),
         "shown_loop_rate": rate("shown_loop"),
@@ -146,6 +162,9 @@ def table(summaries: dict[str, dict[str, Any]]) -> str:
         ("shown_unknown_citations", "shown answers citing a source not retrieved"),
         ("answer_contains", "answer_contains (shown words)"),
         ("answer_contains_model_text", "answer_contains (model text before grounding)"),
+        ("answer_contains_without_name_rule", "answer_contains (shown words, without the inline-name rule)"),
+        ("answers_showing_unknown_names", "shown answers naming code (`name`) found in no snippet, path or the question"),
+        ("answers_showing_unknown_names_without_name_rule", "... without the inline-name rule"),
         ("loop_rate", "loop rate (guard fired)"),
         ("shown_loop_rate", "loop rate of the shown answer"),
         ("free_citation_rate", "free text cites a given source as path:start-end"),

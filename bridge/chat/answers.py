@@ -154,10 +154,11 @@ class Grounded:
     withheld_block_lines: int  # the code lines in them
     withheld_lines: int  # other code lines left out: outside fences, and the rest of a block after such a line
     withheld_citations: int  # citations of sources that were not retrieved, cut out
+    withheld_sentences: int = 0  # prose sentences that showed a name as code found in no snippet
 
     @property
     def withheld(self) -> bool:
-        return bool(self.withheld_blocks or self.withheld_lines or self.withheld_citations)
+        return bool(self.withheld_blocks or self.withheld_lines or self.withheld_citations or self.withheld_sentences)
 
     @property
     def note(self) -> str:
@@ -168,6 +169,8 @@ class Grounded:
             parts.append(f"code not found in the retrieved sources ({', '.join(code)})")
         if self.withheld_citations:
             parts.append(_plural(self.withheld_citations, "citation") + " of a source that was not retrieved")
+        if self.withheld_sentences:
+            parts.append(_plural(self.withheld_sentences, "sentence") + " naming code not in the sources")
         return f"[withheld: {'; '.join(parts)}]" if parts else ""
 
 

@@ -12,7 +12,13 @@ on, the answer shows only what the snippets back. The rules (bench/answer_bench.
   the block is closed there) and withheld whole when that is its first code line; a code line outside
   fences is withheld alone;
 - a citation that matches no retrieved source (bridge.chat.answers) is cut out of its line, and a line
-  left with fewer than two words by that is dropped.
+  left with fewer than two words by that is dropped;
+- a sentence of prose that shows a name as code (`name`, `name()`, `a.b`, `~a.B::c`) found in no
+  snippet, no source's path, not in the question and not the definition a snippet lies in is
+  withheld: the bundled model wrote invented names in backticks in half its answers
+  (`getHTTPResponse`, `fetch_snippet`), and backticks tell a reader "this is in the code". Python's
+  builtins and keywords count as known; any other span (an expression, a header) must appear in a
+  snippet as written, whitespace collapsed.
 
 `Grounder` works on pieces as they stream, so nothing is shown before it is checked; `ground` is the
 same on a whole text. One line at the end says what was withheld. In process, a grounded model is also
@@ -22,11 +28,13 @@ inventions withheld whole, and the prose it writes instead keeps what it names (
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import re
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from bridge.chat.answers import Grounded, Span, check_citations
+from bridge.chat.answers import Grounded, Span, check_citations, find_citations
 
 __all__ = [
     "GROUNDINGS",
@@ -34,10 +42,12 @@ __all__ = [
     "Grounded",
     "Grounder",
     "Grounding",
+    "KnownNames",
     "code_lines",
     "ground",
     "grounds",
     "ungrounded_code_lines",
+    "unknown_inline_names",
 ]
 
 Grounding = Literal["auto", "strict", "free"]
@@ -58,6 +68,13 @@ _STATEMENT = re.compile(
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s")
 _EMPTY_WRAPPER = re.compile(r"\(\s*(?:see|in|from|at|cf\.?)?\s*\)|\[\s*\]|``", re.IGNORECASE)
 _DANGLING = re.compile(r"\s*[,;]\s*(?=[,;.)\]]|$)")
+_INLINE = re.compile(r"`([^`\n]+)`")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_REFERENCE = re.compile(r"~?[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)*")
+_CALL_TAIL = re.compile(r"\s*\([^()]*\)\s*$")
+# Sentences end at . ! or ? before a space; "e.g. x" splits early, which withholds less, never more.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_ALWAYS_KNOWN = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {"self", "cls"}
 
 
 def grounds(mode: Grounding, parameters: int | None) -> bool:
@@ -109,12 +126,61 @@ def ungrounded_code_lines(text: str, snippets: Sequence[str]) -> int:
     return sum(_norm(line) not in known for line in code_lines(text))
 
 
+class KnownNames:
+    """What an inline code span may name: the words and the text of the snippets, the sources' paths,
+    the question and the definitions the snippets lie in."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        joined = [_norm(t) for t in texts]
+        self.text = "\n".join(joined)
+        self.words = frozenset(w for t in joined for w in _NAME.findall(t)) | _ALWAYS_KNOWN
+
+    def knows(self, span: str) -> bool:
+        """Whether an inline code span is backed: a name, perhaps dotted, called or in a Sphinx reference
+        (`~pkg.Class::attr`), whose every part is a known word; anything else found as written. A
+        citation (`path:start-end`) is the citation rule's to judge, not this one's."""
+        span = _norm(span)
+        if not _counts(span) or self._found(span) or _is_citation(span):
+            return True
+        name = _CALL_TAIL.sub("", span)
+        if _REFERENCE.fullmatch(name):
+            return all(part in self.words for part in _NAME.findall(name))
+        return False
+
+    def _found(self, span: str) -> bool:
+        """Whether the span occurs in the texts as a whole: `get` is not found in `budget`."""
+        before = r"(?<!\w)" if span[0].isalnum() or span[0] == "_" else ""
+        after = r"(?!\w)" if span[-1].isalnum() or span[-1] == "_" else ""
+        return re.search(before + re.escape(span) + after, self.text) is not None
+
+
+def _is_citation(span: str) -> bool:
+    found = find_citations(span)
+    return len(found) == 1 and found[0].text == span
+
+
+def unknown_inline_names(text: str, known: KnownNames) -> list[str]:
+    """The inline code spans of `text` (outside fences) that `known` does not back."""
+    found: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            found += [m.group(1) for m in _INLINE.finditer(line) if not known.knows(m.group(1))]
+    return found
+
+
 class Grounder:
     """Fed the model's text piece by piece; returns what may be shown, a whole line (or block) at a time."""
 
-    def __init__(self, sources: Sequence[Span], snippets: Sequence[str]) -> None:
+    def __init__(self, sources: Sequence[Span], snippets: Sequence[str], known: Sequence[str] = (), *,
+                 names: bool = True) -> None:
+        """`known`: other texts whose names count as backed (the question, the snippets' symbols)."""
         self.sources = tuple(sources)
         self.known = _snippet_lines(snippets)
+        self.names = KnownNames([*snippets, *(s.path for s in sources), *known]) if names else None
+        self.withheld_sentences = 0
         self.shown = ""
         self._pending = ""
         self._block: list[str] | None = None  # the open fenced block, its opening fence first
@@ -137,7 +203,7 @@ class Grounder:
 
     def result(self) -> Grounded:
         return Grounded(self.shown.strip(), self.withheld_blocks, self.withheld_block_lines, self.withheld_lines,
-                        self.withheld_citations)
+                        self.withheld_citations, self.withheld_sentences)
 
     def _emit(self, parts: Iterable[str | None]) -> str:
         out = "".join(p for p in parts if p is not None)
@@ -157,7 +223,7 @@ class Grounder:
         if _is_code(line) and _norm(line) not in self.known:
             self.withheld_lines += 1
             return None
-        return self._shown_line(self._without_unknown_citations(line))
+        return self._shown_line(self._without_unknown_names(self._without_unknown_citations(line)))
 
     def _close_block(self, closing: str) -> str | None:
         """The block up to its first code line found in no snippet (the lines the model copied), closed
@@ -190,6 +256,21 @@ class Grounder:
         line = re.sub(r"\s+([,.;:)\]])", r"\1", re.sub(r"[ \t]{2,}", " ", line)).rstrip()
         return line if len(re.findall(r"\w+", line)) >= 2 else None
 
+    def _without_unknown_names(self, line: str | None) -> str | None:
+        """The line less its sentences that show a name as code that nothing retrieved backs."""
+        if line is None or self.names is None or "`" not in line:
+            return line
+        body = line.lstrip()
+        marker = _LIST_ITEM.match(body)  # "3. " is no sentence of its own
+        head = line[: len(line) - len(body)] + (marker.group(0) if marker else "")
+        sentences = _SENTENCE_END.split(line[len(head):])
+        names = self.names
+        kept = [s for s in sentences if all(names.knows(m.group(1)) for m in _INLINE.finditer(s))]
+        if len(kept) == len(sentences):
+            return line
+        self.withheld_sentences += len(sentences) - len(kept)
+        return head + " ".join(s.strip() for s in kept) if kept else None
+
     def _shown_line(self, line: str | None) -> str | None:
         if line is None:
             return None
@@ -200,9 +281,12 @@ class Grounder:
         return line + "\n"
 
 
-def ground(text: str, sources: Sequence[Span], snippets: Sequence[str]) -> Grounded:
-    """The whole text through a Grounder (the same as streaming it)."""
-    grounder = Grounder(sources, snippets)
+def ground(
+    text: str, sources: Sequence[Span], snippets: Sequence[str], known: Sequence[str] = (), *, names: bool = True
+) -> Grounded:
+    """The whole text through a Grounder (the same as streaming it); `names=False` leaves inline code
+    spans unchecked (bench/answer_bench.py measures the rule with it)."""
+    grounder = Grounder(sources, snippets, known, names=names)
     grounder.feed(text)
     grounder.finish()
     return grounder.result()

@@ -204,7 +204,8 @@ class ChatSession:
         streamed: list[str] = []
         spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
         codes = [s.code or s.text for s in plan.snippets]
-        grounder = Grounder(spans, codes) if self.grounded else None
+        known = [question, *(s.symbol for s in plan.snippets if s.symbol)]
+        grounder = Grounder(spans, codes, known) if self.grounded else None
 
         def token(piece: str) -> None:
             if not first:
@@ -239,7 +240,7 @@ class ChatSession:
         text = guard.kept() if looped else opening + generation.text
         picked = pick_sources(self.runtime, messages, text, spans)
         # Grounded before the picked Sources line joins it: a fence the model left open must not swallow the line.
-        grounded = ground(text, spans, codes) if self.grounded else None
+        grounded = ground(text, spans, codes, known) if self.grounded else None
         if picked:
             text = f"{text.rstrip()}\n\nSources: {picked}"
             if grounded is not None:
@@ -277,7 +278,8 @@ def _grounding_report(turn: Turn) -> dict[str, Any]:
     if g is None:
         return {"mode": "free"}
     return {"mode": "grounded", "withheld_code_blocks": g.withheld_blocks, "withheld_block_lines": g.withheld_block_lines,
-            "withheld_code_lines": g.withheld_lines, "withheld_citations": g.withheld_citations, "note": g.note,
+            "withheld_code_lines": g.withheld_lines, "withheld_citations": g.withheld_citations,
+            "withheld_sentences": g.withheld_sentences, "note": g.note,
             "lead": turn.lead}
 
 

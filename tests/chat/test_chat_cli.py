@@ -202,10 +202,13 @@ def test_bridge_ask_answers_with_the_bundled_model_from_sources_it_retrieved(tmp
     assert timings["retrieval_ms"] > 0 and timings["total_ms"] > timings["prefill_ms"]
     # The bundled model is small: its answer shows no code or citation that the retrieved snippets lack.
     from bridge.chat.answers import Span, check_citations
-    from bridge.chat.grounding import ungrounded_code_lines
+    from bridge.chat.grounding import KnownNames, ungrounded_code_lines, unknown_inline_names
 
     assert report["grounding"]["mode"] == "grounded"
     texts = [h["text"] for h in retrieved["hits"]]
     assert ungrounded_code_lines(report["answer"], texts) == 0
+    symbols = [h["symbol"] for h in retrieved["hits"] if h.get("symbol")]
+    known = KnownNames([*texts, *(h["path"] for h in retrieved["hits"]), question, *symbols])
+    assert unknown_inline_names(report["answer"], known) == []
     spans = [Span(s["path"], s["start_line"], s["end_line"]) for s in report["sources"]]
     assert not check_citations(report["answer"], spans).unknown

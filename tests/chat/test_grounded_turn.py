@@ -99,7 +99,7 @@ def test_the_ask_report_says_what_grounding_withheld(retriever: McpRetriever) ->
     grounding = ask_report(turn, runtime)["grounding"]
     assert grounding == {
         "mode": "grounded", "withheld_code_blocks": 1, "withheld_block_lines": 2, "withheld_code_lines": 0,
-        "withheld_citations": 1,
+        "withheld_citations": 1, "withheld_sentences": 0,
         "note": "[withheld: code not found in the retrieved sources (1 block); 1 citation of a source that was not retrieved]",
         "lead": turn.lead,
     }

@@ -4,7 +4,15 @@ retrieved snippets hold them."""
 from __future__ import annotations
 
 from bridge.chat.answers import Span, finish_answer
-from bridge.chat.grounding import Grounder, code_lines, ground, grounds, ungrounded_code_lines
+from bridge.chat.grounding import (
+    Grounder,
+    KnownNames,
+    code_lines,
+    ground,
+    grounds,
+    ungrounded_code_lines,
+    unknown_inline_names,
+)
 
 SNIPPET = (
     "def plan_prompt(n_ctx, snippets):\n"
@@ -141,3 +149,63 @@ def test_a_grounded_answer_of_nothing_but_a_sources_line_is_no_answer() -> None:
     text = "```python\ndef fetch_snippet(index):\n    return index.fetch(all=True)\n```\n\nSources: bridge/chat/budget.py:184-190"
     answer = finish_answer(text, SOURCES, looped=False, best="[x.py:1-2]\nbest", grounded=ground(text, SOURCES, [SNIPPET]))
     assert not answer.usable and answer.text.endswith("[x.py:1-2]\nbest")
+
+
+def test_a_sentence_that_shows_an_invented_name_as_code_is_withheld_and_its_neighbours_stay() -> None:
+    text = (
+        "`plan_prompt` keeps what fits. It calls `fetch_snippet()` on each one. It appends to `kept`.\n"
+        "The loop ends with `return kept`.\n"
+    )
+    g = ground(text, SOURCES, [SNIPPET])
+    assert g.text == "`plan_prompt` keeps what fits. It appends to `kept`.\nThe loop ends with `return kept`."
+    assert g.withheld_sentences == 1
+    assert g.note == "[withheld: 1 sentence naming code not in the sources]"
+
+
+def test_a_list_item_goes_whole_when_its_sentences_do_and_keeps_its_marker_otherwise() -> None:
+    text = "1. `kept`: the snippets kept.\n2. `ctx`: the context.\n  - `ctx`: unknown. `kept` is known.\n"
+    assert ground(text, SOURCES, [SNIPPET]).text == "1. `kept`: the snippets kept.\n  - `kept` is known."
+
+
+def test_names_from_the_sources_paths_the_question_and_python_itself_are_known() -> None:
+    known = KnownNames([SNIPPET, "bridge/chat/budget.py", "what does Planner do?", "Budget.fits"])
+    for span in ("plan_prompt", "plan_prompt(n_ctx, snippets)", "snippet.append", "budget", "Planner", "len()",
+                 "None", "self.kept", "kept.append(snippet)", "for snippet in snippets:", "~chat.Budget::fits"):
+        assert known.knows(span), span
+    for span in ("fetch_snippet", "kept.fetch", "*argspec=**kwargs", "budget.py 12", "retrieve_prompt()",
+                 "len(kept) + fetch(kept)"):
+        assert not known.knows(span), span
+
+
+def test_a_name_must_be_a_whole_word_of_the_sources_not_a_piece_of_one() -> None:
+    known = KnownNames(["def budget_plan(): pass"])
+    assert not known.knows("get") and not known.knows("plan") and known.knows("budget_plan")
+
+
+def test_a_line_whose_every_sentence_names_invented_code_is_dropped_and_fences_are_left_to_the_code_rules() -> None:
+    g = ground("It uses `IndexStoreLogicModule`.\n```\nkept = []\n```\n", SOURCES, [SNIPPET])
+    assert g.text == "```\nkept = []\n```"
+    assert unknown_inline_names("`a` and `kept`\n```\n`b`\n```\n", KnownNames([SNIPPET])) == ["a"]
+
+
+def test_streamed_pieces_withhold_the_same_sentences_as_the_whole_text() -> None:
+    text = "It uses `kept`. Then `fetch_all` runs.\nDone with `snippets`.\n"
+    grounder = Grounder(SOURCES, [SNIPPET])
+    streamed = "".join(grounder.feed(text[i : i + 3]) for i in range(0, len(text), 3)) + grounder.finish()
+    assert streamed.strip() == ground(text, SOURCES, [SNIPPET]).text == "It uses `kept`.\nDone with `snippets`."
+
+
+def test_a_citation_in_backticks_is_judged_by_the_citation_rule_alone() -> None:
+    g = ground("It is `kept` in `bridge/chat/budget.py:184-186`. See `bridge/test.py:1-3` too.\n", SOURCES, [SNIPPET])
+    assert g.text == "It is `kept` in `bridge/chat/budget.py:184-186`. See too."
+    assert (g.withheld_citations, g.withheld_sentences) == (1, 0)
+
+
+def test_the_definition_a_snippet_lies_in_may_be_named() -> None:
+    text = "`Budget.fits` keeps what fits.\n"
+    assert ground(text, SOURCES, [SNIPPET]).text == ""
+    assert ground(text, SOURCES, [SNIPPET], ["Budget.fits"]).text == "`Budget.fits` keeps what fits."
+
+
+def test_without_the_name_rule_the_sentences_stay() -> None:
+    assert ground("It calls `fetch_snippet`.\n", SOURCES, [SNIPPET], names=False).text == "It calls `fetch_snippet`."
