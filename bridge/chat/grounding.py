@@ -174,12 +174,12 @@ def unknown_inline_names(text: str, known: KnownNames) -> list[str]:
 class Grounder:
     """Fed the model's text piece by piece; returns what may be shown, a whole line (or block) at a time."""
 
-    def __init__(self, sources: Sequence[Span], snippets: Sequence[str], known: Sequence[str] = (), *,
+    def __init__(self, sources: Sequence[Span], snippets: Sequence[str], also_known: Sequence[str] = (), *,
                  names: bool = True) -> None:
-        """`known`: other texts whose names count as backed (the question, the snippets' symbols)."""
+        """`also_known`: other texts whose names count as backed (the question, the snippets' symbols)."""
         self.sources = tuple(sources)
         self.known = _snippet_lines(snippets)
-        self.names = KnownNames([*snippets, *(s.path for s in sources), *known]) if names else None
+        self.names = KnownNames([*snippets, *(s.path for s in sources), *also_known]) if names else None
         self.withheld_sentences = 0
         self.shown = ""
         self._pending = ""
@@ -282,11 +282,12 @@ class Grounder:
 
 
 def ground(
-    text: str, sources: Sequence[Span], snippets: Sequence[str], known: Sequence[str] = (), *, names: bool = True
+    text: str, sources: Sequence[Span], snippets: Sequence[str], also_known: Sequence[str] = (), *,
+    names: bool = True,
 ) -> Grounded:
     """The whole text through a Grounder (the same as streaming it); `names=False` leaves inline code
     spans unchecked (bench/answer_bench.py measures the rule with it)."""
-    grounder = Grounder(sources, snippets, known, names=names)
+    grounder = Grounder(sources, snippets, also_known, names=names)
     grounder.feed(text)
     grounder.finish()
     return grounder.result()

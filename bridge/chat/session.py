@@ -204,8 +204,8 @@ class ChatSession:
         streamed: list[str] = []
         spans = [Span(s.path, s.start_line, s.end_line) for s in plan.snippets]
         codes = [s.code or s.text for s in plan.snippets]
-        known = [question, *(s.symbol for s in plan.snippets if s.symbol)]
-        grounder = Grounder(spans, codes, known) if self.grounded else None
+        also_known = [question, *(s.symbol for s in plan.snippets if s.symbol)]
+        grounder = Grounder(spans, codes, also_known) if self.grounded else None
 
         def token(piece: str) -> None:
             if not first:
@@ -240,7 +240,7 @@ class ChatSession:
         text = guard.kept() if looped else opening + generation.text
         picked = pick_sources(self.runtime, messages, text, spans)
         # Grounded before the picked Sources line joins it: a fence the model left open must not swallow the line.
-        grounded = ground(text, spans, codes, known) if self.grounded else None
+        grounded = ground(text, spans, codes, also_known) if self.grounded else None
         if picked:
             text = f"{text.rstrip()}\n\nSources: {picked}"
             if grounded is not None:

@@ -23,7 +23,7 @@ import numpy as np
 from index.rank.question import QUOTED_LINE, Question, flatten
 from index.types import Chunk
 
-__all__ = ["CHUNK_FEATURES", "ChunkStage", "chunk_features", "load_chunk_stage"]
+__all__ = ["CHUNK_FEATURES", "ChunkStage", "chunk_features", "load_chunk_stage", "quoted_lines"]
 
 CHUNK_FEATURES = (
     "bm25",  # BM25 of the report, relative to the file's best chunk
