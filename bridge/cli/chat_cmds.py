@@ -185,7 +185,7 @@ def _print_sources_first(plan: Any) -> None:
     console.print("sources (retrieved, best first):")
     for s in plan.snippets:
         console.print(f"  {s.citation}  {_first_line(s.code or s.text)}", markup=False)
-    console.print("answer (small model: code and citations not found in these sources are withheld):", style="dim")
+    console.print("answer (small model: code, names and citations not found in these sources are withheld):", style="dim")
 
 
 def _on_plan(show_budget: bool, grounded: bool = False) -> Any:
