@@ -4,7 +4,7 @@ report, reciprocal rank fusion, file-level evidence and the learned second stage
 
 from __future__ import annotations
 
-from index.rank.chunks import CHUNK_FEATURES, ChunkStage, chunk_features, load_chunk_stage
+from index.rank.chunks import CHUNK_FEATURES, ChunkStage, chunk_features, is_quoted, load_chunk_stage
 from index.rank.evidence import DENSE_CHUNKS, SIGNALS, FileEvidence, QueryEvidence
 from index.rank.filescores import FileScores, glob_mask
 from index.rank.focus import focus_report
@@ -13,7 +13,7 @@ from index.rank.question import Frame, Question, as_text, line_mentions, named_s
 from index.rank.ranker import FEATURES, RERANK, Ranker, load_ranker
 
 __all__ = [
-    "CHUNK_FEATURES", "ChunkStage", "chunk_features", "load_chunk_stage",
+    "CHUNK_FEATURES", "ChunkStage", "chunk_features", "is_quoted", "load_chunk_stage",
     "as_text", "DENSE_CHUNKS", "FEATURES", "FileEvidence", "FileScores", "focus_report", "Frame",
     "glob_mask", "line_mentions", "load_ranker", "named_symbols", "only_a_name", "QueryEvidence", "Question", "Ranker",
     "RERANK", "rrf", "SIGNALS", "title_of", "top_k", "traceback_frames",

@@ -23,7 +23,7 @@ import numpy as np
 from index.rank.question import QUOTED_LINE, Question, flatten
 from index.types import Chunk
 
-__all__ = ["CHUNK_FEATURES", "ChunkStage", "chunk_features", "load_chunk_stage", "quoted_lines"]
+__all__ = ["CHUNK_FEATURES", "ChunkStage", "chunk_features", "is_quoted", "load_chunk_stage", "quoted_lines"]
 
 CHUNK_FEATURES = (
     "bm25",  # BM25 of the report, relative to the file's best chunk
@@ -90,21 +90,21 @@ def _is_top(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def is_quoted(question: Question, raw: str) -> bool:
+    """Whether the question quotes this line of code word for word, case and spacing aside (lines of
+    QUOTED_LINE characters or more, not comments): a report that pastes the code it is about (a
+    traceback's source lines, a line copied into prose) points at it."""
+    if len(raw) < QUOTED_LINE:  # flattening never lengthens a line
+        return False
+    line = flatten(raw)
+    return (len(line) >= QUOTED_LINE and line[:QUOTED_LINE] in question.flat_windows
+            and not line.startswith(_COMMENTS) and any(ch.isalpha() for ch in line) and line in question.flat)
+
+
 def quoted_lines(question: Question, text: str) -> int:
-    """How many lines of `text` (QUOTED_LINE characters or more, not comments) the question quotes
-    word for word, case and spacing aside: a report that pastes the code it is about (a traceback's
-    source lines, a snippet copied into prose) points at its chunk. A chunk holds an edit line where
-    the stage's other features miss it (bench/DECISIONS.md)."""
-    windows, flat = question.flat_windows, question.flat
-    count = 0
-    for raw in text.split("\n"):
-        if len(raw) < QUOTED_LINE:  # flattening never lengthens a line
-            continue
-        line = flatten(raw)
-        if len(line) >= QUOTED_LINE and line[:QUOTED_LINE] in windows and not line.startswith(_COMMENTS) \
-                and any(ch.isalpha() for ch in line) and line in flat:
-            count += 1
-    return count
+    """How many lines of `text` the question quotes (`is_quoted`). A chunk holds an edit line where the
+    stage's other features miss it (bench/DECISIONS.md)."""
+    return sum(is_quoted(question, raw) for raw in text.split("\n"))
 
 
 def chunk_features(

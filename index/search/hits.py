@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from index.files import stat_signature
-from index.rank import ChunkStage, FileEvidence, FileScores, Frame, QueryEvidence, Question, chunk_features
+from index.rank import ChunkStage, FileEvidence, FileScores, Frame, QueryEvidence, Question, chunk_features, is_quoted
 from index.store import FileEntry
 from index.tokenize import estimate_tokens
 from index.types import Chunk, Hit
@@ -87,6 +87,17 @@ def named_lines(hits: Sequence[Hit], question: Question) -> dict[str, int]:
                 best, at = score, n
         if at is not None and hit.path not in found:
             found[hit.path] = at
+    return found
+
+
+def quoted_focus(hits: Sequence[Hit], question: Question) -> dict[str, int]:
+    """Path -> the first line of its hit that the report quotes word for word (`is_quoted`)."""
+    found: dict[str, int] = {}
+    for hit in hits:
+        if hit.path not in found:
+            at = next((n for n, line in enumerate(hit.text.split("\n"), hit.start_line) if is_quoted(question, line)), None)
+            if at is not None:
+                found[hit.path] = at
     return found
 
 
@@ -284,7 +295,7 @@ def focus_lines(hits: Sequence[Hit], question: Question, pointed: Pointers | Non
     of the names its title uses."""
     focus = pointed.focus(paths, hits) if pointed is not None else {}
     if NAMED_FOCUS and pointed is not None and question.title is not None:
-        focus = {**named_lines(hits, question), **focus}
+        focus = {**named_lines(hits, question), **quoted_focus(hits, question), **focus}
     return focus
 
 

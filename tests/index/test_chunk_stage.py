@@ -11,8 +11,9 @@ from support.small_index import small_index
 import index.rank.question as question_module
 from index.rank.chunks import CHUNK_FEATURES, ChunkStage, chunk_features, load_chunk_stage, quoted_lines
 from index.rank.question import Question
+from index.search.hits import Pointers, focus_lines
 from index.search.probe import chunk_rows
-from index.types import Chunk
+from index.types import Chunk, Hit
 
 CONVERT = "\n".join(
     ["def parse_header(text):", '    """Read the header line."""', *[f"    step_{i} = text[{i}]" for i in range(12)],
@@ -65,6 +66,15 @@ def test_a_chunk_whose_lines_the_report_pastes_is_marked_case_and_spacing_aside(
 def test_short_lines_and_comments_are_not_taken_for_quotes() -> None:
     report = Question.of("Title\nreturn x\n# the unit we convert to, in metres\n")
     assert quoted_lines(report, "    return x\n    # the unit we convert to, in metres\n") == 0
+
+
+def test_a_hit_cut_to_fit_keeps_the_line_the_report_quotes_before_the_one_its_title_names() -> None:
+    text = CONVERT.split("\n\n\n")[1]
+    hit = Hit("pkg/units.py", 17, 17 + text.count("\n"), 1.0, 1, None, "convert_units", "python", text, 200)
+    quoting = Question.of("convert_units returns the wrong factor\nIt computes\n    factor_7 = 7 * value\n")
+    naming = Question.of("convert_units returns the wrong factor\nIt computes something odd.")
+    assert focus_lines([hit], quoting, Pointers(), [hit.path]) == {hit.path: 26}  # the quoted factor_7 line
+    assert focus_lines([hit], naming, Pointers(), [hit.path]) == {hit.path: 17}  # the def naming convert_units
 
 
 def test_a_report_is_shown_the_chunk_the_stage_picks_and_a_one_line_question_is_not(tmp_path: Path) -> None:
