@@ -4,26 +4,80 @@ On shared/bench the lines a fix edits were shown only from a report's first hit 
 from hits 3–5, and of the reports whose first hit is in a gold file but shows no edited line, most
 had one in another chunk of that file (bench/edit_sites.py). So a report's first hit gets the budget
 less OTHER_TOKENS for each other hit, and fills it with more chunks of its file in the order the chunk
-stage ranked them (`StageChooser.ranked`); each other hit is then cut to an even share of what is left,
-around its focus line, so every file found is still named with some of its lines. One-line questions
-are packed as before (index/search/hits.py `pack_for`).
+stage ranked them (`StageChooser.ranked`), each shown without its docstrings (`code_parts`); each
+other hit is then cut to an even share of what is left, around its focus line, so every file found is
+still named with some of its lines. One-line questions are packed as before (index/search/hits.py
+`pack_for`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from index.search.hits import cut_hit, merge_hits
 from index.tokenize import estimate_tokens
 from index.types import Hit
 
-__all__ = ["LEAD_CHUNKS", "OTHER_TOKENS", "lead_candidates", "pack_lead"]
+__all__ = ["LEAD_CHUNKS", "OTHER_TOKENS", "code_parts", "lead_candidates", "pack_lead"]
 
 # Tokens kept for each hit after the first: at most this, and at most 1/20 of the budget (15 at 300
 # tokens). Measured on shared/bench, 600 tokens: 20 loses some files' only line, 40 and more starve the lead.
 OTHER_TOKENS = 30
 OTHER_SHARE = 20
-LEAD_CHUNKS = 8  # the lead file's best chunks read for it: 8 full chunks fill 2,000 tokens
+LEAD_CHUNKS = 12  # the lead file's best chunks read for it: 8 full chunks fill 2,000 tokens
+_HEADER = re.compile(r"\s*(?:async\s+def|def|class)\s")
+_DOC_OPEN = re.compile(r"\s*[rRuU]?(\"\"\"|\'\'\')")
+
+
+def _docstrings(lines: Sequence[str], module_start: bool) -> list[tuple[int, int]]:
+    """Python docstrings in `lines` as (first, end) indexes: a triple-quoted string opening on the line
+    after a `def`/`class` header's closing `:`, or as the first statement of a module (`module_start`:
+    these are the file's first lines). One still open where `lines` end runs to the end."""
+    found: list[tuple[int, int]] = []
+    header_end = prev = None  # the last header's `:` line; the last non-blank line
+    in_header = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        opened = _DOC_OPEN.match(line)
+        if opened and ((prev is not None and prev == header_end) or (module_start and prev is None)):
+            quote = opened.group(1)
+            end = i + 1 if quote in line[opened.end():] else next(
+                (j + 1 for j in range(i + 1, len(lines)) if quote in lines[j]), len(lines))
+            found.append((i, end))
+            prev, i = end - 1, end
+            continue
+        if _HEADER.match(line):
+            in_header, header_end = True, None
+        if line.strip():
+            if in_header and line.rstrip().endswith(":"):
+                in_header, header_end = False, i
+            prev = i
+        i += 1
+    return found
+
+
+def code_parts(hit: Hit, count: Callable[[str], int] = estimate_tokens) -> list[Hit]:
+    """A Python hit without its docstrings: the exact line ranges around them, blank-only ones left
+    out (the hit itself when it has none). At a small budget code is what a report's fix edits: of the
+    tokens of shared/bench's gold files' chunks 26 % are docstrings, holding 5 % of the edited lines."""
+    if hit.language != "python":
+        return [hit]
+    lines = hit.text.split("\n")
+    docs = _docstrings(lines, hit.start_line == 1)
+    if not docs:
+        return [hit]
+    parts, at = [], 0
+    for first, end in [*docs, (len(lines), len(lines))]:
+        piece = lines[at:first]
+        if any(line.strip() for line in piece):
+            text = "\n".join(piece)
+            parts.append(replace(hit, start_line=hit.start_line + at, end_line=hit.start_line + first - 1, text=text,
+                                 tokens=count(text)))
+        at = end
+    return parts
 
 
 def lead_candidates(ranked: Sequence[int], hits: Sequence[Hit], read: Callable[[list[int]], Mapping[int, Hit]]) -> list[Hit]:
@@ -45,21 +99,26 @@ def lead_candidates(ranked: Sequence[int], hits: Sequence[Hit], read: Callable[[
 
 def pack_lead(hits: list[Hit], more: Sequence[Hit], max_tokens: int, focus: Mapping[str, int],
               count: Callable[[str], int] = estimate_tokens) -> tuple[list[Hit], bool]:
-    """The first hit, then as many of `more` (the lead file's other chunks, best first) as fit in the
-    budget less the others' share (OTHER_TOKENS each); then each other hit whole or cut around its
-    `focus` line to an even share of what is left. Truncated when a hit was cut or left out."""
+    """The first hit (without its docstrings when it does not fit whole, cut when even that does not),
+    then as many of `more` (the lead file's other chunks, best first, each without its docstrings:
+    `code_parts`) as fit in the budget less the others' share (OTHER_TOKENS each); then each other hit
+    whole or cut around its `focus` line to an even share of what is left. Truncated when a hit was
+    cut or left out, or the first hit shown without its docstrings."""
     if not hits:
         return hits, False
     first, others = hits[0], hits[1:]
     each = min(OTHER_TOKENS, max_tokens // OTHER_SHARE)
     budget = max_tokens - each * len(others)
-    truncated = False
-    if first.tokens <= budget:
-        lead, used = [first], first.tokens
+    truncated = first.tokens > budget
+    head = code_parts(first, count) if truncated else [first]  # too big: its code alone may fit
+    if sum(part.tokens for part in head) <= budget:
+        lead, used = list(head), sum(part.tokens for part in head)
         for hit in more:
-            if used + hit.tokens <= budget:  # one that does not fit is passed over: a later one may
-                lead.append(hit)
-                used += hit.tokens
+            parts = code_parts(hit, count)
+            cost = sum(part.tokens for part in parts)
+            if used + cost <= budget:  # one that does not fit is passed over: a later one may
+                lead.extend(parts)
+                used += cost
         lead = merge_hits(lead)
         used = sum(hit.tokens for hit in lead)
     else:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from support.small_index import small_index
 
-from index.search.lead import lead_candidates, pack_lead
+from index.search.lead import code_parts, lead_candidates, pack_lead
 from index.types import Hit
 
 
@@ -91,3 +91,41 @@ def test_a_one_line_question_and_a_search_without_a_chunk_stage_are_packed_hit_b
     searcher.chunk_stage = None
     report = searcher.search(REPORT, k=2, mode="hybrid", max_tokens=300)
     assert len(report.hits) <= 2 and report.hits[0].path == "pkg/units.py"
+
+
+def python_hit(path: str, start: int, lines: list[str]) -> Hit:
+    text = "\n".join(lines)
+    return Hit(path, start, start + len(lines) - 1, 1.0, 1, None, None, "python", text, count(text))
+
+
+def test_code_parts_leave_out_docstrings_and_keep_exact_line_ranges() -> None:
+    chunk = python_hit("a.py", 10, ["def f(a,", "      b) -> int:", '    """Doc.', "", "    More.", '    """',
+                                    '    x = """a string, not a docstring"""', "    return a", "", "class C:",
+                                    "    '''One line.'''", "    def g(self):", "        return 1"])
+    parts = code_parts(chunk, count)
+    assert spans(parts) == [("a.py", 10, 11), ("a.py", 16, 19), ("a.py", 21, 22)]
+    source = dict(enumerate(chunk.text.split("\n"), 10))
+    for part in parts:
+        assert part.text == "\n".join(source[n] for n in range(part.start_line, part.end_line + 1))
+        assert part.tokens == count(part.text)
+
+
+def test_a_module_docstring_goes_only_at_the_top_of_a_file_and_other_languages_stay_whole() -> None:
+    assert spans(code_parts(python_hit("m.py", 1, ['"""Module."""', "import os"]), count)) == [("m.py", 2, 2)]
+    # further down a file, a chunk opening with a string is no docstring this chunk can see
+    assert spans(code_parts(python_hit("m.py", 40, ['"""tail."""', "x = 1"]), count)) == [("m.py", 40, 41)]
+    js = Hit("a.js", 1, 2, 1.0, 1, None, None, "javascript", 'function f() {\n  """x""" }', 4)
+    assert code_parts(js, count) == [js]
+
+
+def test_the_lead_file_shows_a_chunk_too_big_with_its_docstring_as_its_code_alone() -> None:
+    hits = [hit("a.py", 1, 10), hit("b.py", 1, 10)]
+    documented = python_hit("a.py", 50, ["def g():", *(['    """'] + ["    words"] * 20 + ['    """']), "    return 2"])
+    packed, _ = pack_lead(hits, [documented], 60, {}, count)
+    assert spans(packed)[:3] == [("a.py", 1, 10), ("a.py", 50, 50), ("a.py", 73, 73)]
+
+
+def test_a_first_hit_too_big_is_shown_without_its_docstring_before_it_is_cut() -> None:
+    first = python_hit("a.py", 1, ["def f():", *(['    """'] + ["    words"] * 30 + ['    """']), "    x = 1", "    return x"])
+    packed, truncated = pack_lead([first, hit("b.py", 1, 10)], [], 40, {}, count)
+    assert spans(packed)[:2] == [("a.py", 1, 1), ("a.py", 34, 35)] and truncated
