@@ -3,7 +3,8 @@
     python -m bench.edit_sites [QUESTIONS.jsonl] [--corpora DIR] [--mirrors DIR] [--work DIR]
                                [--out-dir DIR] [--repos sympy,flask] [--budgets 300,600,2000] [-k 5]
                                [--modes hybrid,lexical] [--embedder static|minilm]
-                               [--chunk-stage shipped|none|TRAIN_CHUNKS.json] [--no-title-focus]
+                               [--chunk-stage shipped|none|TRAIN_CHUNKS.json] [--file-stage TRAIN_RANKER.json]
+                               [--no-title-focus]
 
 Runs on the indexes bench/swebench.py keeps (run it once first; this script builds nothing) and asks
 every question exactly as `bridge search` and the MCP `search_code` tool do:
@@ -15,6 +16,10 @@ every question exactly as `bridge search` and the MCP `search_code` tool do:
 - gold span: a returned hit's lines overlap a function, method or class the fix touches (`gold_spans`,
   located in the file at the base commit with the index's own outline; `imports` is the lines above
   the first definition).
+
+Held out: `--chunk-stage` with bench.train_chunks's output searches each repository with the chunk stage
+fitted on the other eight; `--file-stage` with bench.train_ranker's output does the same for the file
+stage. With both, nothing learned has seen the repository searched.
 
 Writes OUT_DIR/edit_sites.json (every figure and each question's hits) and OUT_DIR/edit_sites.md.
 """
@@ -39,7 +44,7 @@ from bench.swebench_trees import TreeJob, plan_jobs, prepare_history
 from bridge.measure.evaluate import load_questions
 from index.embed import Embedder, load_embedder
 from index.files import outline, source_file
-from index.rank import CHUNK_FEATURES, ChunkStage
+from index.rank import CHUNK_FEATURES, FEATURES, ChunkStage, Ranker
 from index.search import Searcher
 from index.store import default_home
 from index.types import Hit
@@ -108,13 +113,18 @@ def judge(hits: Sequence[Hit], gold: GoldSites) -> Answer:
 
 
 def measure_job(job: TreeJob, index_dir: Path, embedder: Embedder, raw: dict[str, dict[str, Any]], modes: Sequence[str],
-                budgets: Sequence[int], k: int, stage: Stage = "shipped") -> list[dict[str, Any]]:
+                budgets: Sequence[int], k: int, stage: Stage = "shipped",
+                file_stage: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
     """Every question of one tree, in every mode and budget. `stage`: the chunk stage the searches use,
-    "shipped" (index/rank/chunker.json), None (none: the fused order's chunk), or weights by repository."""
+    "shipped" (index/rank/chunker.json), None (none: the fused order's chunk), or weights by repository;
+    `file_stage`: the file stage's weights by repository (None: the shipped index/rank/ranker.json)."""
     searcher = Searcher(index_dir, embedder_loader=lambda _spec: embedder, max_query_bytes=MAX_QUERY_BYTES)
+    repo = job.repo.split("/")[-1]
     if stage != "shipped":
-        weights = stage.get(job.repo.split("/")[-1]) if stage is not None else None
+        weights = stage.get(repo) if stage is not None else None
         searcher.chunk_stage = ChunkStage(np.asarray([weights[f] for f in CHUNK_FEATURES]), "held out") if weights else None
+    if file_stage is not None:
+        searcher.ranker = Ranker(np.asarray([file_stage[repo][f] for f in FEATURES]), "held out")
     rows = []
     for question in job.questions:
         gold = gold_sites(raw[question.id], job.tree)
@@ -174,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunk-stage", default="shipped",
                         help="shipped (index/rank/chunker.json), none, or a bench.train_chunks JSON: each repository "
                         "searched with the weights fitted without it (leave-one-repository-out)")
+    parser.add_argument("--file-stage", type=Path, default=None,
+                        help="bench.train_ranker's train_ranker.json: each repository with the file stage fitted without it")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     questions = load_questions(args.questions)
@@ -193,9 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         stage = None
     elif args.chunk_stage != "shipped":
         stage = json.loads(Path(args.chunk_stage).read_text(encoding="utf-8"))["held_out_weights"]
+    file_stage = (json.loads(args.file_stage.read_text(encoding="utf-8"))["held_out_weights"]
+                  if args.file_stage is not None else None)
     rows: list[dict[str, Any]] = []
     for number, job in enumerate(jobs, start=1):
-        rows += measure_job(job, indexes[job.name], embedder, raw, modes, budgets, args.k, stage)
+        rows += measure_job(job, indexes[job.name], embedder, raw, modes, budgets, args.k, stage, file_stage)
         print(f"{time.perf_counter() - started:7.1f}s [{number}/{len(jobs)}] {job.name}", file=sys.stderr, flush=True)
     summary = summarize(rows)
     command = paths.reproduce("bench.edit_sites", argv).split(": ", 1)[1]

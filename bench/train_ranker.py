@@ -163,7 +163,9 @@ def report(samples: Sequence[Sample], l2: float, extra: Sequence[Sample] = (),
            "overall": rows(range(len(samples))),
            "groups": {key: rows(idx) for key, idx in sorted(groups.items())},
            **_intervals(samples, weights, loo),
-           "weights": dict(zip(FEATURES, np.round(weights, 5).tolist()))}
+           "weights": dict(zip(FEATURES, np.round(weights, 5).tolist())),
+           # per repository, fitted without it: bench.edit_sites --file-stage searches it with these
+           "held_out_weights": {s.repo.split("/")[-1]: dict(zip(FEATURES, w.tolist())) for s, w in zip(samples, loo)}}
     return out, weights
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.train_ranker import Sample, markdown, report
+from bench.train_ranker import Sample, fit, markdown, report
 from index.rank.ranker import FEATURES
 
 
@@ -40,3 +40,12 @@ def test_the_intervals_hold_the_reported_figures() -> None:
     gap = result["differences"]["LOO - in-sample"]["mrr"]
     assert gap[0] == pytest.approx(result["overall"]["loo"]["mrr"] - result["overall"]["in_sample"]["mrr"], abs=2e-4)
     assert gap[1] <= gap[0] <= gap[2]
+
+
+def test_each_repository_gets_the_weights_fitted_without_it_for_the_edit_site_bench() -> None:
+    data = samples(signal=1.5)
+    result, _ = report(data, l2=1.0)
+    held = result["held_out_weights"]
+    assert sorted(held) == ["repo0", "repo1", "repo2"] and sorted(held["repo0"]) == sorted(FEATURES)
+    alone = fit([s for s in data if s.repo != "repo0"], 1.0)
+    assert [held["repo0"][f] for f in FEATURES] == pytest.approx(alone.tolist())
