@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
+from support.small_index import small_index
+
+from bench import edit_sites
 from bench.edit_sites import gold_sites, judge, summarize
+from bench.swebench_trees import TreeJob
+from bridge.measure.evaluate import Question
+from index.rank import CHUNK_FEATURES, FEATURES
+from index.search import Searcher
 from index.types import Hit
 
 SOURCE = "import os\n\n\ndef load(path):\n    return open(path).read()\n\n\nclass Store:\n    def save(self, data):\n        return data\n"
@@ -36,3 +45,28 @@ def test_the_summary_gives_each_repository_and_their_macro_average() -> None:
     assert summary["overall"]["hybrid@600"]["edit_site"] == round(2 / 3, 4)
     assert summary["per_repo"]["a"]["hybrid@600"]["edit_site"] == 0.5
     assert summary["macro"]["hybrid@600"]["edit_site"] == 0.75
+
+
+def test_a_held_out_run_searches_each_repository_with_the_stages_fitted_without_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_index(tmp_path, {"pkg/store.py": SOURCE}, 40)  # its index: tmp_path / "idx"
+    used: list[Searcher] = []
+
+    class Remembered(Searcher):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            used.append(self)
+
+    monkeypatch.setattr(edit_sites, "Searcher", Remembered)
+    question = Question("q1", "Store.save drops the data\nCalling save on a Store returns nothing useful.\n",
+                        ("pkg/store.py",), repo="owner/store")
+    job = TreeJob("owner/store", "abc", tmp_path / "repo", (question,), 0)
+    raw = {"q1": {"gold_files": ["pkg/store.py"], "edit_lines": {"pkg/store.py": [10]}, "gold_spans": {}}}
+    files = {"store": {f: 0.5 for f in FEATURES}, "other": {f: 0.0 for f in FEATURES}}
+    chunks = {"store": {f: 0.25 for f in CHUNK_FEATURES}}
+    rows = edit_sites.measure_job(job, tmp_path / "idx", None, raw, ["hybrid"], [600], 5, chunks, files)
+    (held,) = used
+    assert held.ranker is not None and held.ranker.trained_on == "held out"
+    assert held.ranker.weights.tolist() == [0.5] * len(FEATURES)
+    assert held.chunk_stage is not None and held.chunk_stage.weights.tolist() == [0.25] * len(CHUNK_FEATURES)
+    assert rows[0]["answers"]["hybrid@600"]["gold_file"]
