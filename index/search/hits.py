@@ -310,13 +310,14 @@ def pack_for(hits: list[Hit], max_tokens: int | None, question: Question, pointe
 class StageChooser:
     """The chunk stage for one report's evidence (index/rank/chunks.py), as `files_first` asks it. It
     remembers each file's chunk ids it ranked, best first (`ranked`, by path), for the windows a
-    report's lead file adds (index/search/lead.py)."""
+    report's lead file adds (index/search/lead.py), and its chunks in file order (`chunks`)."""
 
     def __init__(self, stage: ChunkStage, evidence: QueryEvidence) -> None:
         self.stage = stage
         self.evidence = evidence
         self.dense = dict(evidence.dense)
         self.ranked: dict[str, tuple[int, ...]] = {}
+        self.chunks: dict[str, tuple[Chunk, ...]] = {}
 
     def __call__(self, rows: Mapping[int, Chunk], fused_first: int | None) -> int | None:
         ids = sorted(rows)
@@ -326,7 +327,8 @@ class StageChooser:
         features = chunk_features(e.question, ids, [rows[i] for i in ids], e.chunk_scores, e.title_scores, self.dense,
                                   fused_first)
         ranked = tuple(ids[i] for i in self.stage.order(features))
-        self.ranked[rows[ids[0]].path] = ranked
+        path = rows[ids[0]].path
+        self.ranked[path], self.chunks[path] = ranked, tuple(rows[i] for i in ids)
         return ranked[0]
 
 

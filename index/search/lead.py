@@ -18,9 +18,9 @@ from dataclasses import replace
 
 from index.search.hits import cut_hit, merge_hits
 from index.tokenize import estimate_tokens
-from index.types import Hit
+from index.types import Chunk, Hit
 
-__all__ = ["LEAD_CHUNKS", "OTHER_TOKENS", "code_parts", "lead_candidates", "pack_lead"]
+__all__ = ["LEAD_CHUNKS", "OTHER_TOKENS", "code_parts", "docstring_lines", "lead_candidates", "pack_lead"]
 
 # Tokens kept for each hit after the first: at most this, and at most 1/20 of the budget (15 at 300
 # tokens). Measured on shared/bench, 600 tokens: 20 loses some files' only line, 40 and more starve the lead.
@@ -34,10 +34,9 @@ _HEADER = re.compile(r"\s*(?:async\s+def|def|class)\s")
 _DOC_OPEN = re.compile(r"\s*[rRuU]?(\"\"\"|\'\'\')")
 
 
-def _docstrings(lines: Sequence[str], module_start: bool) -> list[tuple[int, int]]:
-    """Python docstrings in `lines` as (first, end) indexes: a triple-quoted string opening on the line
-    after a `def`/`class` header's closing `:`, or as the first statement of a module (`module_start`:
-    these are the file's first lines). One still open where `lines` end runs to the end."""
+def _docstrings(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """A Python file's docstrings as (first, end) indexes of its `lines`: a triple-quoted string opening
+    on the line after a `def`/`class` header's closing `:`, or as the module's first statement."""
     found: list[tuple[int, int]] = []
     header_end = prev = None  # the last header's `:` line; the last non-blank line
     in_header = False
@@ -45,7 +44,7 @@ def _docstrings(lines: Sequence[str], module_start: bool) -> list[tuple[int, int
     while i < len(lines):
         line = lines[i]
         opened = _DOC_OPEN.match(line)
-        if opened and ((prev is not None and prev == header_end) or (module_start and prev is None)):
+        if opened and (prev is None or prev == header_end):
             quote = opened.group(1)
             end = i + 1 if quote in line[opened.end():] else next(
                 (j + 1 for j in range(i + 1, len(lines)) if quote in lines[j]), len(lines))
@@ -62,24 +61,34 @@ def _docstrings(lines: Sequence[str], module_start: bool) -> list[tuple[int, int
     return found
 
 
-def code_parts(hit: Hit, count: Callable[[str], int] = estimate_tokens) -> list[Hit]:
-    """A Python hit without its docstrings: the exact line ranges around them, blank-only ones left
-    out (the hit itself when it has none). At a small budget code is what a report's fix edits: of the
-    tokens of shared/bench's gold files' chunks 26 % are docstrings, holding 5 % of the edited lines."""
-    if hit.language != "python":
+def docstring_lines(chunks: Sequence[Chunk]) -> frozenset[int]:
+    """The line numbers of a Python file's docstrings, read from all its chunks (in file order): a long
+    docstring is split over chunks, and a chunk that begins inside one cannot tell from its own text."""
+    if not chunks or chunks[0].language != "python":
+        return frozenset()
+    text: dict[int, str] = {}
+    for chunk in chunks:
+        text.update(enumerate(chunk.text.split("\n"), chunk.start_line))
+    lines = [text.get(n, "") for n in range(1, max(text) + 1)]
+    return frozenset(n for first, end in _docstrings(lines) for n in range(first + 1, end + 1))
+
+
+def code_parts(hit: Hit, docs: frozenset[int], count: Callable[[str], int] = estimate_tokens) -> list[Hit]:
+    """A hit without its file's docstring lines (`docs`, from `docstring_lines`): the exact line ranges
+    around them, blank-only ones left out (the hit itself when it holds none). At a small budget code is
+    what a report's fix edits: of the tokens of shared/bench's gold files' chunks 26 % are docstrings,
+    holding 5 % of the edited lines."""
+    if not any(hit.start_line <= n <= hit.end_line for n in docs):
         return [hit]
-    lines = hit.text.split("\n")
-    docs = _docstrings(lines, hit.start_line == 1)
-    if not docs:
-        return [hit]
-    parts, at = [], 0
-    for first, end in [*docs, (len(lines), len(lines))]:
-        piece = lines[at:first]
-        if any(line.strip() for line in piece):
-            text = "\n".join(piece)
-            parts.append(replace(hit, start_line=hit.start_line + at, end_line=hit.start_line + first - 1, text=text,
-                                 tokens=count(text)))
-        at = end
+    parts, piece = [], []
+    for n, line in [*enumerate(hit.text.split("\n"), hit.start_line), (hit.end_line + 1, None)]:
+        if line is not None and n not in docs:
+            piece.append((n, line))
+            continue
+        if any(own.strip() for _, own in piece):
+            text = "\n".join(own for _, own in piece)
+            parts.append(replace(hit, start_line=piece[0][0], end_line=piece[-1][0], text=text, tokens=count(text)))
+        piece = []
     return parts
 
 
@@ -101,10 +110,10 @@ def lead_candidates(ranked: Sequence[int], hits: Sequence[Hit], read: Callable[[
 
 
 def pack_lead(hits: list[Hit], more: Sequence[Hit], max_tokens: int, focus: Mapping[str, int],
-              count: Callable[[str], int] = estimate_tokens) -> tuple[list[Hit], bool]:
+              docs: frozenset[int] = frozenset(), count: Callable[[str], int] = estimate_tokens) -> tuple[list[Hit], bool]:
     """The first hit (without its docstrings when it does not fit whole, cut when even that does not),
     then as many of `more` (the lead file's other chunks, best first, each without its docstrings:
-    `code_parts`) as fit in the budget less the others' share (OTHER_TOKENS each); then each other hit
+    `code_parts` of the lead file's `docs`) as fit in the budget less the others' share (OTHER_TOKENS each); then each other hit
     whole or cut around its `focus` line to an even share of what is left. Truncated when a hit was
     cut or left out, or the first hit shown without its docstrings."""
     if not hits:
@@ -113,11 +122,11 @@ def pack_lead(hits: list[Hit], more: Sequence[Hit], max_tokens: int, focus: Mapp
     each = min(OTHER_TOKENS, max_tokens // OTHER_SHARE)
     budget = max_tokens - each * len(others)
     truncated = first.tokens > budget
-    head = code_parts(first, count) if truncated else [first]  # too big: its code alone may fit
+    head = code_parts(first, docs, count) if truncated else [first]  # too big: its code alone may fit
     if sum(part.tokens for part in head) <= budget:
         lead, used = list(head), sum(part.tokens for part in head)
         for hit in more:
-            parts = code_parts(hit, count)
+            parts = code_parts(hit, docs, count)
             cost = sum(part.tokens for part in parts)
             if used + cost <= budget:  # one that does not fit is passed over: a later one may
                 lead.extend(parts)

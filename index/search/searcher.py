@@ -43,7 +43,7 @@ from index.rank import (
 )
 from index.search.dense import QueryModel
 from index.search.hits import chunk_chooser, files_first, focus_lines, marked_stale, merge_hits, pack_for, pointers
-from index.search.lead import lead_candidates, pack_lead
+from index.search.lead import docstring_lines, lead_candidates, pack_lead
 from index.search.source import Generation, LocalStore, Store
 from index.search.stale import StaleCount
 from index.search.votes import NO_VOTES, Votes, gather_votes, with_evidence
@@ -223,7 +223,8 @@ class Searcher:
             score = hits[0].score
             more = lead_candidates(ranked, hits, lambda ids: self._as_hits(gen, ids, score, lexical, dense))
             focus = focus_lines(hits, question, pointed, gen.files.paths)
-            hits, truncated = pack_lead(hits, marked_stale(more, root, gen.manifest.files), max_tokens, focus)
+            docs = docstring_lines(choose.chunks[hits[0].path]) if choose is not None else frozenset()
+            hits, truncated = pack_lead(hits, marked_stale(more, root, gen.manifest.files), max_tokens, focus, docs)
         else:
             hits, truncated = pack_for(hits, max_tokens, question, pointed, gen.files.paths)
         took = (time.perf_counter() - t0) * 1000 - load_ms
