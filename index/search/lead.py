@@ -114,9 +114,10 @@ def pack_lead(hits: list[Hit], more: Sequence[Hit], max_tokens: int, focus: Mapp
               docs: frozenset[int] = frozenset(), count: Callable[[str], int] = estimate_tokens) -> tuple[list[Hit], bool]:
     """The first hit (without its docstrings when it does not fit whole, cut when even that does not),
     then as many of `more` (the lead file's other chunks, best first, each without its docstrings:
-    `code_parts` of the lead file's `docs`) as fit in the budget less the others' share (OTHER_TOKENS each); then each other hit
-    whole or cut around its `focus` line to an even share of what is left. Truncated when a hit was
-    cut or left out, or the first hit shown without its docstrings."""
+    `code_parts` with the lead file's `docs`) as fit in the budget less the others' share
+    (OTHER_TOKENS each); then each other hit whole or cut around its `focus` line to an even share of
+    what is left. Truncated when a hit was cut or left out, or the first hit shown without its
+    docstrings."""
     if not hits:
         return hits, False
     first, others = hits[0], hits[1:]
