@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from index.files import stat_signature
-from index.rank import ChunkStage, FileEvidence, FileScores, Frame, QueryEvidence, Question, chunk_features, is_quoted
+from index.rank import FileEvidence, FileScores, Frame, Question, is_quoted
 from index.store import FileEntry
 from index.tokenize import estimate_tokens
 from index.types import Chunk, Hit
 
 __all__ = [
-    "NAMED_FOCUS", "ChunkChooser", "Pointers", "StageChooser", "chunk_chooser", "files_first", "fit_prefix", "marked_stale", "merge_hits",
+    "NAMED_FOCUS", "ChunkChooser", "Pointers", "files_first", "fit_prefix", "marked_stale", "merge_hits",
     "cut_hit", "focus_lines", "pack_for", "pack_hits", "pointers",
 ]
 
@@ -305,36 +305,6 @@ def pack_for(hits: list[Hit], max_tokens: int | None, question: Question, pointe
     if max_tokens is None:
         return hits, False
     return pack_hits(hits, max_tokens, focus=focus_lines(hits, question, pointed, paths))
-
-
-class StageChooser:
-    """The chunk stage for one report's evidence (index/rank/chunks.py), as `files_first` asks it. It
-    remembers each file's chunk ids it ranked, best first (`ranked`, by path), for the windows a
-    report's lead file adds (index/search/lead.py), and its chunks in file order (`chunks`)."""
-
-    def __init__(self, stage: ChunkStage, evidence: QueryEvidence) -> None:
-        self.stage = stage
-        self.evidence = evidence
-        self.dense = dict(evidence.dense)
-        self.ranked: dict[str, tuple[int, ...]] = {}
-        self.chunks: dict[str, tuple[Chunk, ...]] = {}
-
-    def __call__(self, rows: Mapping[int, Chunk], fused_first: int | None) -> int | None:
-        ids = sorted(rows)
-        if not ids:
-            return None
-        e = self.evidence
-        features = chunk_features(e.question, ids, [rows[i] for i in ids], e.chunk_scores, e.title_scores, self.dense,
-                                  fused_first)
-        ranked = tuple(ids[i] for i in self.stage.order(features))
-        path = rows[ids[0]].path
-        self.ranked[path], self.chunks[path] = ranked, tuple(rows[i] for i in ids)
-        return ranked[0]
-
-
-def chunk_chooser(stage: ChunkStage | None, evidence: QueryEvidence) -> StageChooser | None:
-    """The chunk stage for one report's evidence, or None without a stage."""
-    return StageChooser(stage, evidence) if stage is not None else None
 
 
 def fit_prefix(items: Sequence[str], budget: int, count: Callable[[str], int], sep: str = "\n") -> int:

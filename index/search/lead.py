@@ -4,7 +4,7 @@ On shared/bench the lines a fix edits were shown only from a report's first hit 
 from hits 3–5, and of the reports whose first hit is in a gold file but shows no edited line, most
 had one in another chunk of that file (bench/edit_sites.py). So a report's first hit gets the budget
 less OTHER_TOKENS for each other hit, and fills it with more chunks of its file in the order the chunk
-stage ranked them (`StageChooser.ranked`), each shown without its docstrings (`code_parts`); each
+stage ranked them (`index/search/chooser.py`), each shown without its docstrings (`code_parts`); each
 other hit is then cut to an even share of what is left, around its focus line, so every file found is
 still named with some of its lines. One-line questions are packed as before (index/search/hits.py
 `pack_for`).

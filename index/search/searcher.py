@@ -41,8 +41,9 @@ from index.rank import (
     rrf,
     top_k,
 )
+from index.search.chooser import chunk_chooser
 from index.search.dense import QueryModel
-from index.search.hits import chunk_chooser, files_first, focus_lines, marked_stale, merge_hits, pack_for, pointers
+from index.search.hits import files_first, focus_lines, marked_stale, merge_hits, pack_for, pointers
 from index.search.lead import docstring_lines, lead_candidates, pack_lead
 from index.search.source import Generation, LocalStore, Store
 from index.search.stale import StaleCount
